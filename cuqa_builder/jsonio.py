@@ -1,0 +1,98 @@
+"""Crash-safe file I/O at the edges of every stage.
+
+Records are appended one JSON line at a time and flushed, so a killed run keeps every finished
+record; a half-written last line (the process died mid-write) is ignored on read. Whole files are
+replaced atomically through a temporary file and a rename.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+from pydantic import BaseModel
+
+log = logging.getLogger(__name__)
+M = TypeVar("M", bound=BaseModel)
+
+
+def iter_jsonl(path: Path, model: type[M]) -> Iterator[M]:
+    """Yield typed records; a truncated final line (from a kill) is skipped with a warning."""
+    if not path.exists():
+        return
+    with path.open(encoding="utf-8") as fh:
+        lines = fh.readlines()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        if not line.endswith("\n") and number == len(lines):
+            log.warning("%s: ignoring an unfinished last line (interrupted run)", path)
+            return
+        yield model.model_validate_json(line)
+
+
+def read_jsonl(path: Path, model: type[M]) -> list[M]:
+    return list(iter_jsonl(path, model))
+
+
+class JsonlAppender:
+    """Append records to a JSONL file, one flushed line each."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _drop_unfinished_tail(path)
+        self._fh: IO[str] = path.open("a", encoding="utf-8")
+
+    def append(self, record: BaseModel) -> None:
+        self._fh.write(record.model_dump_json() + "\n")
+        self._fh.flush()
+
+    def close(self) -> None:
+        self._fh.close()
+
+    def __enter__(self) -> JsonlAppender:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _drop_unfinished_tail(path: Path) -> None:
+    """Cut a partial last line so the next append starts on a fresh line."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    data = path.read_bytes()
+    if data.endswith(b"\n"):
+        return
+    keep = data.rfind(b"\n") + 1
+    with path.open("r+b") as fh:
+        fh.truncate(keep)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_json(path: Path, data: Any) -> None:
+    atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def write_jsonl(path: Path, records: Iterable[BaseModel]) -> int:
+    """Replace a whole JSONL file atomically; returns the number of lines written."""
+    lines = [r.model_dump_json() for r in records]
+    atomic_write_text(path, "".join(line + "\n" for line in lines))
+    return len(lines)

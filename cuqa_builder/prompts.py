@@ -1,0 +1,75 @@
+"""Prompt templates are data: one file each in `prompts/`, worded as the papers' tables.
+
+A file may open with a front matter block (between two `---` lines) naming its source; the body
+after it is the template that is sent, and its sha256 is recorded with every call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import string
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+class PromptError(ValueError):
+    pass
+
+
+def prompts_dir() -> Path:
+    """`prompts/` ships inside the wheel; in a source checkout it sits beside the package."""
+    for candidate in (_PACKAGE_DIR / "prompts", _PACKAGE_DIR.parent / "prompts"):
+        if candidate.is_dir():
+            return candidate
+    raise PromptError("the prompts/ directory is missing from this installation")
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    name: str
+    text: str
+    source: str
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text.encode()).hexdigest()
+
+    @property
+    def placeholders(self) -> frozenset[str]:
+        return frozenset(f for _, f, _, _ in string.Formatter().parse(self.text) if f)
+
+    def render(self, **values: str) -> str:
+        missing = self.placeholders - values.keys()
+        if missing:
+            raise PromptError(f"prompt {self.name!r} needs {sorted(missing)}")
+        return self.text.format(**{k: values[k] for k in self.placeholders})
+
+
+def _split_front_matter(raw: str) -> tuple[str, str]:
+    if raw.startswith("---\n"):
+        header, sep, body = raw[4:].partition("\n---\n")
+        if sep:
+            return header.strip(), body
+    return "", raw
+
+
+@cache
+def load_prompt(name: str, expects: frozenset[str] | None = None) -> PromptTemplate:
+    """Load `prompts/NAME.txt`; with `expects`, its placeholders must be exactly those."""
+    path = prompts_dir() / f"{name}.txt"
+    if not path.is_file():
+        raise PromptError(f"no prompt template {name!r} (looked for {path})")
+    header, body = _split_front_matter(path.read_text(encoding="utf-8"))
+    template = PromptTemplate(name=name, text=body.strip("\n"), source=header)
+    try:
+        found = template.placeholders
+    except ValueError as exc:
+        raise PromptError(f"prompt {name!r} is not a valid template: {exc}") from None
+    if expects is not None and found != expects:
+        raise PromptError(
+            f"prompt {name!r} has placeholders {sorted(found)}, expected {sorted(expects)}"
+        )
+    return template

@@ -1,0 +1,178 @@
+"""Typed records that flow between the pipeline stages (SPEC 2.2, 2.4)."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import date
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Record(BaseModel):
+    """Base of every record: unknown keys are an error, so typos surface early."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- pages (fetch stage) ---------------------------------------------------------------
+
+
+class PageMeta(Record):
+    """Sidecar `NAME.json` of a snapshot page."""
+
+    title: str
+    revid: int
+    timestamp: str
+    sha256: str | None = None
+
+
+class Page(Record):
+    meta: PageMeta
+    wikitext: str
+
+
+# --- events (events + entities stages) -------------------------------------------------
+
+
+class Link(Record):
+    title: str
+    text: str
+
+
+class Entity(Record):
+    text: str
+    label: str
+    wiki_title: str | None = None
+
+
+class EventSource(Record):
+    title: str
+    revid: int | None
+    url: str
+
+
+class Event(Record):
+    id: str
+    date: date
+    end_date: date | None = None
+    text: str
+    links: list[Link] = Field(default_factory=list)
+    category: str | None = None
+    topics: list[str] = Field(default_factory=list)
+    citations: list[str] = Field(default_factory=list)
+    source: EventSource
+    entities: list[Entity] = Field(default_factory=list)
+
+
+def event_id(page_title: str, text: str) -> str:
+    """Stable id: the same sentence on the same page gets the same id in every run."""
+    digest = hashlib.sha256(f"{page_title}\n{text}".encode()).hexdigest()
+    return f"ev-{digest[:16]}"
+
+
+# --- released items (SPEC 2.4) ----------------------------------------------------------
+
+
+QuestionType = Literal["AAB", "ABC"]
+Difficulty = Literal["easy", "hard"]
+
+
+class SubQuestion(Record):
+    question: str
+    answer: str
+    kind: Literal["unknown", "known"]
+
+
+class EventRef(Record):
+    id: str
+    date: date
+    text: str
+    source_title: str
+    revid: int | None
+
+
+class GeneratorInfo(Record):
+    model: str
+    prompts: dict[str, str] = Field(
+        default_factory=dict, description="template name -> sha256 of the template text"
+    )
+
+
+class Review(BaseModel):
+    """Human review outcome; extra keys (reasons, time per task...) are kept."""
+
+    model_config = ConfigDict(extra="allow")
+
+    status: Literal["unreviewed", "accepted"] = "unreviewed"
+    annotators: list[str] = Field(default_factory=list)
+    agreement: float | None = None
+    rewritten: bool = False
+
+
+class CuqaItem(Record):
+    """One line of the released `cuqa.jsonl`."""
+
+    id: str
+    question: str
+    answer: str
+    answer_aliases: list[str] = Field(default_factory=list)
+    type: QuestionType
+    difficulty: Difficulty
+    sub_questions: list[SubQuestion]
+    event: EventRef
+    cutoff: str
+    generator: GeneratorInfo
+    review: Review = Field(default_factory=Review)
+
+
+# --- candidates (generate + validate stages) ---------------------------------------------
+
+
+class PromptCall(Record):
+    """One LLM call made while generating: which template, its hash, raw and parsed output."""
+
+    function: str
+    template_hash: str
+    raw: str
+    parsed: str
+
+
+class Intermediates(Record):
+    """Everything Algorithm 1 produced on the way to the merged question."""
+
+    branch: QuestionType
+    cur_ent: Entity
+    k_ent: Entity | None = None
+    known_passage: str
+    unknown_question: str
+    known_question: str
+    known_answer: str
+    merged_question: str
+    calls: list[PromptCall] = Field(default_factory=list)
+
+
+class CheckFailure(Record):
+    check: str
+    reason: str
+
+
+class Validation(Record):
+    passed: bool
+    failures: list[CheckFailure] = Field(default_factory=list)
+    probes: dict[str, Any] = Field(default_factory=dict)
+
+
+class Candidate(CuqaItem):
+    """A generated item with every intermediate kept (`candidates.jsonl`)."""
+
+    intermediates: Intermediates | None = None
+    sub_items: list[Candidate] = Field(
+        default_factory=list, description="for hard items: the two easy items merged"
+    )
+    seed: int
+    validation: Validation | None = None
+
+    def to_item(self) -> CuqaItem:
+        fields = set(CuqaItem.model_fields)
+        return CuqaItem.model_validate(self.model_dump(include=fields))

@@ -1,0 +1,184 @@
+"""A local OpenAI-compatible server with scripted answers, for the real `openai` client.
+
+`ScriptedLLM` answers `POST /v1/chat/completions` on 127.0.0.1. What it says is decided by a
+`responder(body) -> Reply` callable; the default one matches rules (substring of the last user
+message -> answer). Replies can inject failures: an HTTP status with headers (429 + Retry-After,
+500), a delay (to trip timeouts or measure concurrency), empty or malformed content.
+Every request body is recorded, so tests can count calls exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Reply:
+    text: str = ""
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+    raw_body: bytes | None = None  # sent verbatim instead of a completion (malformed replies)
+    token_logprob: float = -0.1  # logprob given to every whitespace token of `text`
+    finish_reason: str = "stop"
+
+
+Responder = Callable[[dict[str, Any]], Reply]
+
+
+def last_user_message(body: dict[str, Any]) -> str:
+    for message in reversed(body.get("messages", [])):
+        if message.get("role") == "user":
+            return str(message.get("content", ""))
+    return ""
+
+
+class RuleResponder:
+    """Answer with the first rule whose key occurs in the last user message."""
+
+    def __init__(self, rules: list[tuple[str, str | Reply]], default: str | Reply = "") -> None:
+        self.rules = rules
+        self.default = default
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        prompt = last_user_message(body)
+        for key, answer in self.rules:
+            if key in prompt:
+                return answer if isinstance(answer, Reply) else Reply(text=answer)
+        return self.default if isinstance(self.default, Reply) else Reply(text=self.default)
+
+
+def _completion(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+    tokens = [t + " " for t in reply.text.split(" ")] if reply.text else []
+    if tokens:
+        tokens[-1] = tokens[-1][:-1]
+    prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
+    choice: dict[str, Any] = {
+        "index": 0,
+        "message": {"role": "assistant", "content": reply.text},
+        "finish_reason": reply.finish_reason,
+        "logprobs": None,
+    }
+    if body.get("logprobs"):
+        k = int(body.get("top_logprobs") or 0)
+        choice["logprobs"] = {
+            "content": [
+                {
+                    "token": t,
+                    "logprob": reply.token_logprob,
+                    "bytes": list(t.encode()),
+                    "top_logprobs": [
+                        {"token": t, "logprob": reply.token_logprob, "bytes": list(t.encode())}
+                    ][:k],
+                }
+                for t in tokens
+            ]
+        }
+    return {
+        "id": f"chatcmpl-{time.monotonic_ns()}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.get("model", "scripted"),
+        "choices": [choice],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": len(tokens),
+            "total_tokens": prompt_tokens + len(tokens),
+        },
+    }
+
+
+class ScriptedLLM:
+    """Run with `with ScriptedLLM(responder) as llm:`; `llm.base_url` ends in `/v1`."""
+
+    def __init__(self, responder: Responder | None = None) -> None:
+        self.responder: Responder = responder or RuleResponder([], default="ok")
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    @property
+    def calls(self) -> int:
+        return len(self.requests)
+
+    def __enter__(self) -> ScriptedLLM:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _record(self, body: dict[str, Any], headers: dict[str, str]) -> None:
+        with self._lock:
+            self.requests.append(body)
+            self.headers.append(headers)
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+
+    def _done(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:  # keep test output quiet
+                pass
+
+            def do_GET(self) -> None:  # /v1/models, used by some clients as a health check
+                self._send(200, {"object": "list", "data": [{"id": "scripted"}]})
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                fake._record(body, dict(self.headers))
+                try:
+                    reply = fake.responder(body)
+                    if reply.delay_s:
+                        time.sleep(reply.delay_s)
+                    if reply.raw_body is not None:
+                        self._send_bytes(reply.status, reply.raw_body, reply.headers)
+                    elif reply.status != 200:
+                        error = {"error": {"message": reply.text or "injected", "type": "test"}}
+                        self._send(reply.status, error, reply.headers)
+                    else:
+                        self._send(200, _completion(body, reply), reply.headers)
+                finally:
+                    fake._done()
+
+            def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None):
+                self._send_bytes(status, json.dumps(payload).encode(), headers or {})
+
+            def _send_bytes(self, status: int, data: bytes, headers: dict[str, str]) -> None:
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    for key, value in headers.items():
+                        self.send_header(key, value)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (a timeout test); nothing to answer
+
+        return Handler
