@@ -1,0 +1,87 @@
+"""Snapshot directories: `NAME.wiki` (wikitext) + `NAME.json` (title, revid, timestamp, sha256).
+
+The fetch stage writes a run's `pages/` in this format, so a run directory is itself a snapshot
+that `--source` can read offline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote, unquote
+
+from pydantic import ValidationError
+
+from cuqa_builder.jsonio import atomic_write_json, atomic_write_text
+from cuqa_builder.records import Page, PageMeta
+
+_YEAR_TITLE = re.compile(r"^\d{4}$")
+_PORTAL_TITLE = re.compile(r"^Portal:Current events/\d{4} [A-Z][a-z]+ \d{1,2}$")
+
+
+class SnapshotError(ValueError):
+    """A page in a snapshot directory that cannot be read (the message names it)."""
+
+
+def page_kind(title: str) -> str | None:
+    """`year` for a year article ("2023"), `portal` for a Current events day page."""
+    if _YEAR_TITLE.match(title):
+        return "year"
+    if _PORTAL_TITLE.match(title):
+        return "portal"
+    return None
+
+
+def page_filename(title: str) -> str:
+    """File stem for a title: spaces as underscores, anything unsafe percent-encoded."""
+    return quote(title.replace(" ", "_"), safe="-_.,()")
+
+
+def title_from_filename(stem: str) -> str:
+    return unquote(stem).replace("_", " ")
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def write_page(directory: Path, page: Page) -> Path:
+    stem = page_filename(page.meta.title)
+    meta = page.meta.model_copy(update={"sha256": sha256_text(page.wikitext)})
+    atomic_write_text(directory / f"{stem}.wiki", page.wikitext)
+    atomic_write_json(directory / f"{stem}.json", meta.model_dump())
+    return directory / f"{stem}.wiki"
+
+
+def read_page(wiki_path: Path) -> Page:
+    sidecar = wiki_path.with_suffix(".json")
+    if not sidecar.exists():
+        raise SnapshotError(f"{wiki_path.name}: no sidecar {sidecar.name}")
+    try:
+        meta = PageMeta.model_validate(json.loads(sidecar.read_text(encoding="utf-8")))
+    except (json.JSONDecodeError, ValidationError) as exc:
+        raise SnapshotError(f"{sidecar.name}: invalid sidecar ({_first_line(exc)})") from None
+    text = wiki_path.read_text(encoding="utf-8")
+    if meta.sha256 and meta.sha256 != sha256_text(text):
+        raise SnapshotError(f"{wiki_path.name}: sha256 does not match its sidecar")
+    return Page(meta=meta, wikitext=text)
+
+
+def iter_snapshot(directory: Path) -> Iterator[Page | SnapshotError]:
+    """Every page of a snapshot, in file-name order; unreadable ones come back as errors."""
+    if not directory.is_dir():
+        raise SnapshotError(f"snapshot directory {directory} does not exist")
+    for wiki_path in sorted(directory.glob("*.wiki")):
+        try:
+            yield read_page(wiki_path)
+        except (SnapshotError, OSError, UnicodeDecodeError) as exc:
+            yield exc if isinstance(exc, SnapshotError) else SnapshotError(
+                f"{wiki_path.name}: {exc}"
+            )
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).splitlines()[0]

@@ -1,0 +1,113 @@
+"""What every solver gets: the shared gateway, a retriever, options, and a traced, counted run."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, Field
+
+from cuqa_builder.llm.types import ChatRequest, ChatResult
+from cuqa_builder.prompts import load_prompt
+
+
+class Passage(BaseModel):
+    id: str
+    text: str
+    title: str | None = None
+    score: float = 0.0
+
+
+class Retriever(Protocol):
+    name: str
+
+    def search(self, query: str, k: int) -> list[Passage]: ...
+
+
+class Gateway(Protocol):
+    async def chat(self, request: ChatRequest) -> ChatResult: ...
+
+
+class SolverOptions(BaseModel):
+    confidence: Literal["verb", "prob"] = "verb"
+    alpha: float = 0.4  # paper 6.1: best with verb confidence on gpt-3.5-turbo-1106
+    beta: float = 0.1
+    depth: int = 3  # Self-DC max iteration depth t
+    top_k: int = 3
+    raisf_depth: int = 3
+    temperature: float = 0.1  # paper 5.2: temperature and top_p 0.1 for all methods
+    top_p: float = 0.1
+    max_tokens: int = 256
+
+
+class Step(BaseModel):
+    """One entry of a prediction's trace."""
+
+    kind: Literal["llm", "retrieval", "route"]
+    name: str
+    input: str = ""
+    output: str = ""
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class SolverRun:
+    """One question's run: every call goes through here so it is traced and counted."""
+
+    def __init__(
+        self, gateway: Gateway, retriever: Retriever | None, options: SolverOptions
+    ) -> None:
+        self.gateway = gateway
+        self.retriever = retriever
+        self.options = options
+        self.trace: list[Step] = []
+        self.llm_calls = 0
+        self.retrieval_calls = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.cost = 0.0
+
+    async def ask(
+        self, template: str, values: dict[str, str], *, logprobs: bool = False, **sampling: Any
+    ) -> ChatResult:
+        prompt = load_prompt(template)
+        text = prompt.render(**values)
+        request = ChatRequest(
+            messages=[{"role": "user", "content": text}],
+            temperature=sampling.pop("temperature", self.options.temperature),
+            top_p=sampling.pop("top_p", self.options.top_p),
+            max_tokens=sampling.pop("max_tokens", self.options.max_tokens),
+            logprobs=logprobs,
+            top_logprobs=1 if logprobs else None,
+            template=prompt.name,
+            template_hash=prompt.sha256,
+            **sampling,
+        )
+        result = await self.gateway.chat(request)
+        self.llm_calls += 1
+        self.prompt_tokens += result.prompt_tokens
+        self.completion_tokens += result.completion_tokens
+        self.cost += result.cost
+        self.trace.append(
+            Step(kind="llm", name=template, input=text, output=result.text,
+                 data={"cached": result.cached})
+        )
+        return result
+
+    async def retrieve(self, query: str) -> list[Passage]:
+        if self.retriever is None:
+            raise RuntimeError("this method needs a retriever: pass --retriever and --corpus")
+        passages = await asyncio.to_thread(self.retriever.search, query, self.options.top_k)
+        self.retrieval_calls += 1
+        self.trace.append(
+            Step(kind="retrieval", name=self.retriever.name, input=query,
+                 data={"passages": [p.model_dump() for p in passages]})
+        )
+        return passages
+
+    def route(self, name: str, **data: Any) -> None:
+        """Record a decision (a Self-DC branch, a stop rule) in the trace."""
+        self.trace.append(Step(kind="route", name=name, data=data))
+
+
+Solver = Callable[[str, SolverRun], Awaitable[str]]
