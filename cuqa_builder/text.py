@@ -1,0 +1,21 @@
+"""Answer normalisation shared by the validators, the probes and the evaluation metrics."""
+
+from __future__ import annotations
+
+import re
+import string
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCTUATION = str.maketrans("", "", string.punctuation + "‘’“”–—")
+
+
+def normalize_answer(text: str) -> str:
+    """SQuAD-style: lowercase, no punctuation, no articles, single spaces."""
+    text = text.lower().translate(_PUNCTUATION)
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def contains_answer(text: str, answer: str) -> bool:
+    """Whether the normalised answer occurs in the normalised text as whole words."""
+    needle = normalize_answer(answer)
+    return bool(needle) and f" {needle} " in f" {normalize_answer(text)} "
