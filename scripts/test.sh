@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Install everything the tests need, then run them. This is the README's test command and what
+# CI runs (.ci/run). Extra arguments go to pytest (e.g. `-m "not labelstudio"`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python3 -m pip install --quiet --disable-pip-version-check -e ".[test]"
+bash scripts/install-label-studio.sh          # real Label Studio server, in its own virtualenv
+cuqa-models pull smollm2-135m-instruct-q4_1   # small embedded model for the local-model smoke test
+
+set +e
+python3 -m pytest "$@"
+status=$?
+set -e
+if [ "$status" -eq 5 ]; then
+  echo "scripts/test.sh: pytest collected no tests; that is a failure" >&2
+  exit 1
+fi
+exit "$status"
