@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
+__all__ = ["__version__", "load"]
 
 if TYPE_CHECKING:
     from cuqa_builder.dataset import load

@@ -150,6 +150,17 @@ class Intermediates(Record):
     known_answer: str
     merged_question: str
     calls: list[PromptCall] = Field(default_factory=list)
+    fallback: str | None = Field(
+        default=None, description="why an ABC draw became AAB (no known entity in the passage)"
+    )
+
+
+class Pairing(Record):
+    """How a hard item composes its two easy items, and the MergeQuestions call joining them."""
+
+    link: Literal["question", "entities", "answer"]
+    bridge: str = Field(description="the first item's answer, which the second item builds on")
+    call: PromptCall
 
 
 class CheckFailure(Record):
@@ -172,6 +183,7 @@ class Candidate(CuqaItem):
     )
     seed: int
     validation: Validation | None = None
+    pairing: Pairing | None = Field(default=None, description="for hard items: how they compose")
 
     def to_item(self) -> CuqaItem:
         fields = set(CuqaItem.model_fields)

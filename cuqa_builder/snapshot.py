@@ -78,8 +78,8 @@ def iter_snapshot(directory: Path) -> Iterator[Page | SnapshotError]:
         try:
             yield read_page(wiki_path)
         except (SnapshotError, OSError, UnicodeDecodeError) as exc:
-            yield exc if isinstance(exc, SnapshotError) else SnapshotError(
-                f"{wiki_path.name}: {exc}"
+            yield (
+                exc if isinstance(exc, SnapshotError) else SnapshotError(f"{wiki_path.name}: {exc}")
             )
 
 

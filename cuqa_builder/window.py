@@ -32,9 +32,9 @@ def parse_cutoff(text: str) -> date:
 
 
 def parse_until(text: str | None) -> date:
+    """`--until 2024-06` is the end of June 2024; a day is taken as given; none is today."""
     if text is None:
         return date.today()
-    """`--until 2024-06` is the end of June 2024; a day is taken as given."""
     try:
         return parse_cutoff(text)
     except WindowError as exc:

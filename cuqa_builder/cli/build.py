@@ -80,19 +80,33 @@ def build_parser() -> argparse.ArgumentParser:
         "--contact",
         help="contact put in the User-Agent (default: $CUQA_CONTACT or the project's URL)",
     )
+    source.add_argument(
+        "--wiki-interval",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="minimum pause between two MediaWiki API requests (default: 1.0)",
+    )
     source.add_argument("--spacy-model", default="en_core_web_sm", help="spaCy pipeline for NER")
 
     add_llm_arguments(parser)
 
     checks = parser.add_argument_group("validation and probes")
     checks.add_argument("--probe-model", help="target model asked closed-book by the probes")
-    checks.add_argument("--probe-base-url", help="endpoint of the probe model (default: --base-url)")
-    checks.add_argument("--judge-model", help="LLM judge for probe answers (default: normalised match)")
+    checks.add_argument(
+        "--probe-base-url", help="endpoint of the probe model (default: --base-url)"
+    )
+    checks.add_argument(
+        "--judge-model", help="LLM judge for probe answers (default: normalised match)"
+    )
 
     release = parser.add_argument_group("release")
     release.add_argument("--name", help="dataset name: writes output/NAME/")
     release.add_argument(
-        "--output-root", type=Path, default=Path("output"), help="where releases go (default: output)"
+        "--output-root",
+        type=Path,
+        default=Path("output"),
+        help="where releases go (default: output)",
     )
     return parser
 
@@ -117,9 +131,16 @@ def _plan(args: argparse.Namespace) -> list[str]:
         return ["events"] if args.source else ["fetch", "events"]
     if args.stage != "all":
         return [args.stage]
-    plan = ["events", "generate", "validate"] if args.source else [
-        "fetch", "events", "generate", "validate",
-    ]
+    plan = (
+        ["events", "generate", "validate"]
+        if args.source
+        else [
+            "fetch",
+            "events",
+            "generate",
+            "validate",
+        ]
+    )
     return [*plan, "release"] if args.name else plan
 
 
@@ -142,8 +163,10 @@ def main(argv: list[str] | None = None) -> int:
         try:
             summary = _stage_runner(stage)(ctx)
         except KeyboardInterrupt:
-            print(f"\ncuqa-build: interrupted in {stage}; run the same command to resume",
-                  file=sys.stderr)
+            print(
+                f"\ncuqa-build: interrupted in {stage}; run the same command to resume",
+                file=sys.stderr,
+            )
             return 130
         except Exception as exc:  # a stage failed for good: one clear line, no traceback
             if args.verbose:

@@ -33,20 +33,30 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("LLM")
     group.add_argument("--model", help="model name at the endpoint")
     group.add_argument(
-        "--base-url", help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL; with no "
-        "endpoint and no $OPENAI_API_KEY, the embedded local model)"
+        "--base-url",
+        help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL; with no "
+        "endpoint and no $OPENAI_API_KEY, the embedded local model)",
     )
     group.add_argument(
-        "--llm", metavar="local[:NAME]",
+        "--llm",
+        metavar="local[:NAME]",
         help=f"use the embedded llama.cpp model (default NAME: {DEFAULT_LOCAL_MODEL}; "
         "see `cuqa-models list`)",
     )
     group.add_argument("--concurrency", type=int, default=8, help="parallel calls (default: 8)")
-    group.add_argument("--cache", type=Path, help="SQLite call cache (default: OUT/llm-cache.sqlite)")
+    group.add_argument(
+        "--cache", type=Path, help="SQLite call cache (default: OUT/llm-cache.sqlite)"
+    )
     group.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
-    group.add_argument("--refresh", action="store_true", help="call again and overwrite cached answers")
-    group.add_argument("--timeout", type=float, default=120.0, help="seconds per call (default: 120)")
-    group.add_argument("--max-retries", type=int, default=4, help="tries after the first (default: 4)")
+    group.add_argument(
+        "--refresh", action="store_true", help="call again and overwrite cached answers"
+    )
+    group.add_argument(
+        "--timeout", type=float, default=120.0, help="seconds per call (default: 120)"
+    )
+    group.add_argument(
+        "--max-retries", type=int, default=4, help="tries after the first (default: 4)"
+    )
     group.add_argument("--prices", type=Path, help="JSON price table overriding the built-in one")
 
 

@@ -89,8 +89,13 @@ class SolverRun:
         self.completion_tokens += result.completion_tokens
         self.cost += result.cost
         self.trace.append(
-            Step(kind="llm", name=template, input=text, output=result.text,
-                 data={"cached": result.cached})
+            Step(
+                kind="llm",
+                name=template,
+                input=text,
+                output=result.text,
+                data={"cached": result.cached},
+            )
         )
         return result
 
@@ -100,8 +105,12 @@ class SolverRun:
         passages = await asyncio.to_thread(self.retriever.search, query, self.options.top_k)
         self.retrieval_calls += 1
         self.trace.append(
-            Step(kind="retrieval", name=self.retriever.name, input=query,
-                 data={"passages": [p.model_dump() for p in passages]})
+            Step(
+                kind="retrieval",
+                name=self.retriever.name,
+                input=query,
+                data={"passages": [p.model_dump() for p in passages]},
+            )
         )
         return passages
 

@@ -141,6 +141,9 @@ class ScriptedLLM:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body go out in two writes; with Nagle on, the body waits for the
+            # client's delayed ACK (~40 ms per call on loopback).
+            disable_nagle_algorithm = True
 
             def log_message(self, *args: object) -> None:  # keep test output quiet
                 pass

@@ -1,0 +1,317 @@
+"""A local stand-in for MediaWiki's `api.php` (formatversion=2 JSON), for the real client.
+
+`MediaWikiServer(pages)` answers `action=query&prop=revisions` on 127.0.0.1, by `titles` (with
+title normalisation, redirects and missing pages) or by `revids` (older revisions are kept when
+a page is edited with `edit`). Like the real API it refuses more than 50 titles or revids, and
+when `max_revisions_per_reply` is set it answers only part of a batch with a `continue` block.
+
+Every request is recorded (query parameters, headers, arrival time, requests in flight), and
+failures are injected in order with `fail_next(...)`: a maxlag error with Retry-After, a 429
+with Retry-After, a 500, a slow reply (to trip the client's timeout), a body that is not JSON.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+# wikitext, or (revid, timestamp, wikitext); wikitext None is a revision-deleted (hidden) text
+PageSpec = str | tuple[int, str, str | None]
+DEFAULT_TIMESTAMP = "2024-01-01T00:00:00Z"
+LIMIT = 50
+PORTAL_NAMESPACE = 100
+
+
+@dataclass(frozen=True)
+class Revision:
+    revid: int
+    title: str
+    timestamp: str
+    text: str | None
+
+
+@dataclass
+class Fault:
+    """One injected failure; `body=None` means the normal answer, sent after `delay_s`."""
+
+    status: int = 200
+    body: dict[str, Any] | bytes | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+
+    @classmethod
+    def maxlag(cls, retry_after: int = 1) -> Fault:
+        # What Wikimedia sends: HTTP 200, an `error` object, Retry-After and the lag headers.
+        error = {"code": "maxlag", "info": "Waiting for 10.64.0.1: 7 seconds lagged.",
+                 "host": "10.64.0.1", "lag": 7, "type": "db"}
+        headers = {"Retry-After": str(retry_after), "X-Database-Lag": "7",
+                   "MediaWiki-API-Error": "maxlag"}
+        return cls(body={"error": error, "servedby": "fake"}, headers=headers)
+
+    @classmethod
+    def too_many_requests(cls, retry_after: int = 1) -> Fault:
+        return cls(status=429, body=b"Too many requests", headers={"Retry-After": str(retry_after)})
+
+    @classmethod
+    def server_error(cls, status: int = 500) -> Fault:
+        return cls(status=status, body=b"<html><body>Internal Server Error</body></html>")
+
+    @classmethod
+    def slow(cls, delay_s: float) -> Fault:
+        return cls(delay_s=delay_s)
+
+    @classmethod
+    def not_json(cls) -> Fault:
+        return cls(body=b"<html><body>Something went wrong</body></html>")
+
+
+@dataclass
+class RecordedRequest:
+    params: dict[str, str]
+    headers: dict[str, str]
+    arrived: float  # time.monotonic() on arrival
+    in_flight: int  # requests being served at that moment, this one included
+
+    @property
+    def titles(self) -> list[str]:
+        return self.params["titles"].split("|") if self.params.get("titles") else []
+
+
+def _normalise(title: str) -> str:
+    """What MediaWiki does to a title: underscores to spaces, first letters upper-case."""
+    title = " ".join(title.replace("_", " ").split())
+    namespace, colon, rest = title.partition(":")
+    if colon and namespace.lower() == "portal":
+        return f"Portal:{rest[:1].upper()}{rest[1:]}"
+    return title[:1].upper() + title[1:]
+
+
+class MediaWikiServer:
+    """`with MediaWikiServer({"2023": "wikitext", ...}) as wiki:` then `wiki.api_url`."""
+
+    def __init__(
+        self,
+        pages: dict[str, PageSpec],
+        *,
+        redirects: dict[str, str] | None = None,
+        max_revisions_per_reply: int | None = None,
+    ) -> None:
+        self.revisions: dict[int, Revision] = {}
+        self.current: dict[str, int] = {}  # title -> latest revid
+        self.page_ids: dict[str, int] = {}
+        self.redirects = dict(redirects or {})
+        self.max_revisions_per_reply = max_revisions_per_reply
+        self.requests: list[RecordedRequest] = []
+        self.max_in_flight = 0
+        self._in_flight = 0
+        self._faults: deque[Fault] = deque()
+        self._lock = threading.Lock()
+        for number, (title, spec) in enumerate(pages.items()):
+            revid, timestamp, text = spec if isinstance(spec, tuple) else (
+                1000 + number, DEFAULT_TIMESTAMP, spec
+            )
+            self._store(Revision(revid, title, timestamp, text))
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        # A short poll interval so that leaving the `with` block (shutdown) is quick.
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+
+    @property
+    def api_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/w/api.php"
+
+    def __enter__(self) -> MediaWikiServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def fail_next(self, *faults: Fault) -> None:
+        """The next requests get these faults, one each, in order."""
+        with self._lock:
+            self._faults.extend(faults)
+
+    def edit(self, title: str, text: str, timestamp: str = "2024-06-01T00:00:00Z") -> int:
+        """A new latest revision of a page (the old one stays reachable by revid)."""
+        with self._lock:
+            revid = max(self.revisions, default=999) + 1
+            self._store(Revision(revid, title, timestamp, text))
+        return revid
+
+    def _store(self, revision: Revision) -> None:
+        self.revisions[revision.revid] = revision
+        self.current[revision.title] = revision.revid
+        self.page_ids.setdefault(revision.title, len(self.page_ids) + 1)
+
+    # --- answering ----------------------------------------------------------------------
+
+    def answer(self, params: dict[str, str]) -> dict[str, Any]:
+        """The JSON a real api.php would send for these parameters (no faults)."""
+        if params.get("format") != "json" or params.get("formatversion") != "2":
+            return _error("badvalue", "This fake only speaks format=json&formatversion=2.")
+        if params.get("action") != "query" or params.get("prop") != "revisions":
+            return _error("badvalue", "This fake only answers action=query&prop=revisions.")
+        for key in ("titles", "revids"):
+            values = params.get(key, "").split("|") if params.get(key) else []
+            if len(values) > LIMIT:
+                return _error(
+                    "toomanyvalues",
+                    f'Too many values supplied for parameter "{key}". The limit is {LIMIT}.',
+                )
+        with self._lock:
+            if params.get("revids"):
+                return self._by_revids(params)
+            return self._by_titles(params)
+
+    def _by_titles(self, params: dict[str, str]) -> dict[str, Any]:
+        query: dict[str, Any] = {}
+        normalized, redirected, finals = [], [], []
+        for asked in params.get("titles", "").split("|"):
+            title = _normalise(asked)
+            if title != asked:
+                normalized.append({"fromencoded": False, "from": asked, "to": title})
+            if "redirects" in params and title in self.redirects:
+                redirected.append({"from": title, "to": self.redirects[title]})
+                title = self.redirects[title]
+            if title not in finals:
+                finals.append(title)
+        if normalized:
+            query["normalized"] = normalized
+        if redirected:
+            query["redirects"] = redirected
+        units = sorted(
+            (self.page_ids[title], self.revisions[self.current[title]])
+            for title in finals
+            if title in self.current
+        )
+        served, continuation = self._slice(units, params.get("rvcontinue"))
+        query["pages"] = [self._page_entry(title, served) for title in finals]
+        return _with_continuation({"query": query}, continuation)
+
+    def _by_revids(self, params: dict[str, str]) -> dict[str, Any]:
+        query: dict[str, Any] = {}
+        asked = [int(value) for value in params["revids"].split("|")]
+        bad = {str(r): {"revid": r, "missing": True} for r in asked if r not in self.revisions}
+        if bad:
+            query["badrevids"] = bad
+        units = sorted((r, self.revisions[r]) for r in set(asked) if r in self.revisions)
+        served, continuation = self._slice(units, params.get("rvcontinue"))
+        titles = list(dict.fromkeys(revision.title for revision in served))
+        query["pages"] = [self._page_entry(title, served) for title in titles]
+        return _with_continuation({"query": query}, continuation)
+
+    def _slice(
+        self, units: list[tuple[int, Revision]], rvcontinue: str | None
+    ) -> tuple[list[Revision], str | None]:
+        """The revisions this reply carries, and the `rvcontinue` for the rest (if any)."""
+        start = int(rvcontinue.split("|")[0]) if rvcontinue else 0
+        pending = [(key, revision) for key, revision in units if key >= start]
+        limit = self.max_revisions_per_reply or len(pending)
+        rest = pending[limit:]
+        continuation = f"{rest[0][0]}|{rest[0][1].revid}" if rest else None
+        return [revision for _, revision in pending[:limit]], continuation
+
+    def _page_entry(self, title: str, served: list[Revision]) -> dict[str, Any]:
+        namespace = PORTAL_NAMESPACE if title.startswith("Portal:") else 0
+        if title not in self.current:
+            return {"ns": namespace, "title": title, "missing": True}
+        entry: dict[str, Any] = {"pageid": self.page_ids[title], "ns": namespace, "title": title}
+        revisions = [_revision_json(r) for r in served if r.title == title]
+        if revisions:
+            entry["revisions"] = revisions
+        return entry
+
+    # --- HTTP ---------------------------------------------------------------------------
+
+    def _arrive(self, params: dict[str, str], headers: dict[str, str]) -> Fault | None:
+        with self._lock:
+            self._in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self._in_flight)
+            arrived = time.monotonic()
+            self.requests.append(RecordedRequest(params, headers, arrived, self._in_flight))
+            return self._faults.popleft() if self._faults else None
+
+    def _leave(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:  # keep test output quiet
+                pass
+
+            def do_GET(self) -> None:
+                query = parse_qs(urlsplit(self.path).query, keep_blank_values=True)
+                params = {key: values[-1] for key, values in query.items()}
+                fault = fake._arrive(params, dict(self.headers))
+                try:
+                    self._serve(params, fault or Fault())
+                finally:
+                    fake._leave()
+
+            def _serve(self, params: dict[str, str], fault: Fault) -> None:
+                if fault.delay_s:
+                    time.sleep(fault.delay_s)
+                body = fault.body if fault.body is not None else fake.answer(params)
+                if isinstance(body, dict):
+                    data, content_type = json.dumps(body).encode(), "application/json"
+                else:
+                    data, content_type = body, "text/html"
+                self._send(fault.status, data, content_type, fault.headers)
+
+            def _send(
+                self, status: int, data: bytes, content_type: str, headers: dict[str, str]
+            ) -> None:
+                if "gzip" in self.headers.get("Accept-Encoding", ""):
+                    data = gzip.compress(data)
+                    headers = {**headers, "Content-Encoding": "gzip"}
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", f"{content_type}; charset=utf-8")
+                    self.send_header("Content-Length", str(len(data)))
+                    for key, value in headers.items():
+                        self.send_header(key, value)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (a timeout test); nothing to answer
+
+        return Handler
+
+
+def _error(code: str, info: str) -> dict[str, Any]:
+    return {"error": {"code": code, "info": info}, "servedby": "fake"}
+
+
+def _revision_json(revision: Revision) -> dict[str, Any]:
+    main: dict[str, Any] = {"contentmodel": "wikitext", "contentformat": "text/x-wiki"}
+    if revision.text is None:
+        main["texthidden"] = True
+    else:
+        main["content"] = revision.text
+    return {"revid": revision.revid, "parentid": 0, "timestamp": revision.timestamp,
+            "slots": {"main": main}}
+
+
+def _with_continuation(data: dict[str, Any], rvcontinue: str | None) -> dict[str, Any]:
+    if rvcontinue:
+        data["continue"] = {"rvcontinue": rvcontinue, "continue": "||"}
+    else:
+        data["batchcomplete"] = True
+    return data
