@@ -1,0 +1,104 @@
+"""Self-DC (Figure 3 of the Self-DC paper): answer by confidence, decompose when uncertain.
+
+With c the model's confidence in answering: c in (alpha-beta, alpha+beta) -> decompose, solve
+each sub-question recursively and combine; c >= alpha+beta -> generate-then-read; otherwise
+retrieve-then-read. A decomposition into at most one sub-question, or one made at depth t, ends
+the recursion with retrieve-then-read on the current question. The two read branches are the very
+functions of GenRead and RR, so GenRead == Self-DC(0, 0) and RR == Self-DC(1, 0), call for call.
+"""
+
+from __future__ import annotations
+
+import math
+
+from cuqa_builder.llm.types import LLMError
+from cuqa_builder.solvers.answer_parsing import (
+    extract_answer,
+    parse_confidence,
+    parse_sub_questions,
+)
+from cuqa_builder.solvers.base import SolverRun
+from cuqa_builder.solvers.direct import DIRECT
+from cuqa_builder.solvers.genread import generate_then_read
+from cuqa_builder.solvers.rr import retrieve_then_read
+
+CONFIDENCE = "solver_self_dc_confidence"
+DECOMPOSE = "solver_self_dc_decompose"
+COMBINE = "solver_self_dc_combine"
+
+
+async def verb_confidence(question: str, run: SolverRun) -> float:
+    result = await run.ask(CONFIDENCE, {"question": question})
+    confidence = parse_confidence(result.text)
+    # The prompt tells the model to say 0% when it does not know; no number reads the same way.
+    return 0.0 if confidence is None else confidence
+
+
+async def prob_confidence(question: str, run: SolverRun) -> float:
+    """Eq. 1: the mean token probability of the Direct prompt's short answer."""
+    result = await run.ask(DIRECT, {"question": question}, logprobs=True)
+    if result.logprobs is None:
+        raise LLMError("the endpoint returned no token logprobs; use --confidence verb")
+    if not result.logprobs:
+        return 0.0  # no answer at all: nothing to be confident about
+    return sum(math.exp(t.logprob) for t in result.logprobs) / len(result.logprobs)
+
+
+async def confidence_of(question: str, run: SolverRun) -> float:
+    if run.options.confidence == "prob":
+        return await prob_confidence(question, run)
+    return await verb_confidence(question, run)
+
+
+def format_sub_qas(sub_questions: list[str], sub_answers: list[str]) -> str:
+    pairs = zip(sub_questions, sub_answers, strict=True)
+    return "\n".join(f"#{i}: {q} Answer: {a}" for i, (q, a) in enumerate(pairs, 1))
+
+
+async def self_dc(question: str, run: SolverRun, depth: int = 1) -> str:
+    low = run.options.alpha - run.options.beta
+    high = run.options.alpha + run.options.beta
+    # Figure 3's ranges leave no uncertain band here; asking for a confidence would be a call
+    # GenRead (alpha=beta=0) and RR (alpha=1, beta=0) do not make.
+    if high <= 0:
+        run.route("self-dc", question=question, depth=depth, confidence=None,
+                  branch="generate", reason="alpha+beta <= 0: every question counts as known")
+        return await generate_then_read(question, run)
+    if low >= 1:
+        run.route("self-dc", question=question, depth=depth, confidence=None,
+                  branch="retrieve", reason="alpha-beta >= 1: every question counts as unknown")
+        return await retrieve_then_read(question, run)
+
+    confidence = await confidence_of(question, run)
+    if low < confidence < high:
+        return await decompose_and_combine(question, run, depth, confidence)
+    if confidence >= high:
+        run.route("self-dc", question=question, depth=depth, confidence=confidence,
+                  branch="generate", reason="known")
+        return await generate_then_read(question, run)
+    run.route("self-dc", question=question, depth=depth, confidence=confidence,
+              branch="retrieve", reason="unknown")
+    return await retrieve_then_read(question, run)
+
+
+async def decompose_and_combine(
+    question: str, run: SolverRun, depth: int, confidence: float
+) -> str:
+    decomposition = await run.ask(DECOMPOSE, {"question": question})
+    sub_questions = parse_sub_questions(decomposition.text)
+    if len(sub_questions) <= 1 or depth >= run.options.depth:
+        reason = "one sub-question" if len(sub_questions) <= 1 else "depth t reached"
+        run.route("self-dc", question=question, depth=depth, confidence=confidence,
+                  branch="retrieve", reason=f"uncertain, {reason}", sub_questions=sub_questions)
+        return await retrieve_then_read(question, run)
+
+    run.route("self-dc", question=question, depth=depth, confidence=confidence,
+              branch="decompose", reason="uncertain", sub_questions=sub_questions)
+    sub_answers = [await self_dc(sub, run, depth + 1) for sub in sub_questions]
+    values = {"question": question, "sub_qas": format_sub_qas(sub_questions, sub_answers)}
+    combined = await run.ask(COMBINE, values)
+    return extract_answer(combined.text)
+
+
+async def solve(question: str, run: SolverRun) -> str:
+    return await self_dc(question, run)
