@@ -1,0 +1,204 @@
+"""The events stage: snapshot pages -> `OUT/events.jsonl`, dated, linked, entities filled.
+
+Pages come from `--source DIR` or the run's own `pages/`. A page that cannot be read or parsed
+is a warning naming it and the reason; the run goes on and the summary counts it. Parsing
+(`parse_page`) is kept apart from NER so each can be measured alone.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tqdm import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
+
+from cuqa_builder.jsonio import write_jsonl
+from cuqa_builder.records import Event, Page
+from cuqa_builder.run import EVENTS, RunContext
+from cuqa_builder.snapshot import SnapshotError, iter_snapshot, page_kind
+from cuqa_builder.stages.entities import EntityExtractor
+from cuqa_builder.wiki.portal import parse_portal, portal_day
+from cuqa_builder.wiki.titles import parse_sources
+from cuqa_builder.wiki.wikitext import WIKIPEDIA_INDEX, ParseError
+from cuqa_builder.wiki.year_article import Warn, parse_year_article
+from cuqa_builder.window import Window
+
+log = logging.getLogger(__name__)
+
+NO_CATEGORY = "(none)"
+_TOP_CATEGORIES = 12  # the summary lists this many categories, then "N more"
+
+
+def parse_page(
+    page: Page, index_url: str = WIKIPEDIA_INDEX, warn: Warn = log.warning
+) -> list[Event]:
+    """Events of one year article or Current events day page, in page order (no entities yet).
+
+    Raises ParseError with a readable reason for a page that holds no events.
+    """
+    kind = page_kind(page.meta.title)
+    if kind == "year":
+        return parse_year_article(page, index_url, warn)
+    if kind == "portal":
+        return parse_portal(page, index_url)
+    raise ParseError("neither a year article nor a Current events day page")
+
+
+def index_url_for(api_url: str | None) -> str:
+    """Revision links point at the wiki the pages came from: `.../api.php` -> `.../index.php`."""
+    if api_url and api_url.endswith("/api.php"):
+        return api_url.removesuffix("api.php") + "index.php"
+    return WIKIPEDIA_INDEX
+
+
+@dataclass
+class ParseReport:
+    """What happened to each page, for the summary."""
+
+    pages_read: int = 0
+    pages_outside: int = 0  # day pages not parsed: their day is outside the window
+    skipped: Counter[str] = field(default_factory=Counter)  # reason -> pages
+    warnings: int = 0
+
+    def skip(self, name: str, reason: str, counted_as: str | None = None) -> None:
+        log.warning("skipping %s: %s", name, reason)
+        self.skipped[counted_as or reason] += 1
+
+    def warn(self, message: str) -> None:
+        log.warning("%s", message)
+        self.warnings += 1
+
+
+def parse_snapshot(
+    directory: Path,
+    kinds: Iterable[str],
+    window: Window | None = None,
+    index_url: str = WIKIPEDIA_INDEX,
+    quiet: bool = True,
+) -> tuple[list[Event], ParseReport]:
+    """Events of every readable page of the selected kinds, page by page, with a report.
+
+    With a `window`, a day page outside it is not parsed at all (a snapshot may span years).
+    """
+    wanted = set(kinds)
+    report = ParseReport()
+    events: list[Event] = []
+    total = sum(1 for _ in directory.glob("*.wiki")) if directory.is_dir() else None
+    pages = tqdm(iter_snapshot(directory), total=total, unit="page", desc="parsing",
+                 disable=quiet)
+    with logging_redirect_tqdm():  # warnings print above the progress bar, not through it
+        for page in pages:
+            events += _parse_one(page, wanted, window, index_url, report)
+    return events, report
+
+
+def _parse_one(
+    page: Page | SnapshotError,
+    wanted: set[str],
+    window: Window | None,
+    index_url: str,
+    report: ParseReport,
+) -> list[Event]:
+    """The page's events, or none with the reason recorded in `report`."""
+    if isinstance(page, SnapshotError):
+        name, _, reason = str(page).partition(": ")
+        report.skip(name, reason, counted_as="unreadable files")
+        return []
+    title = page.meta.title
+    kind = page_kind(title)
+    if kind is not None and kind not in wanted:
+        report.skip(title, f"{kind} pages not selected by --sources")
+        return []
+    if window is not None and kind == "portal" and not _day_in_window(title, window):
+        report.pages_outside += 1
+        return []
+    try:
+        found = parse_page(page, index_url, report.warn)
+    except ParseError as exc:
+        report.skip(title, str(exc))
+        return []
+    except Exception as exc:  # a page the parser chokes on must not end a long run
+        report.skip(title, f"unexpected {type(exc).__name__}: {exc}")
+        return []
+    report.pages_read += 1
+    return found
+
+
+def _day_in_window(title: str, window: Window) -> bool:
+    try:
+        return window.contains(portal_day(title))
+    except ParseError:
+        return True  # let the parser report the bad title
+
+
+def unique_by_id(events: Iterable[Event]) -> list[Event]:
+    """The first of events with the same id (the same sentence twice on one page)."""
+    seen: dict[str, Event] = {}
+    for event in events:
+        seen.setdefault(event.id, event)
+    return list(seen.values())
+
+
+@functools.lru_cache(maxsize=1)
+def entity_extractor(model_name: str) -> EntityExtractor:
+    """Loading a pipeline takes seconds: a process that runs the stage again reuses it."""
+    return EntityExtractor(model_name)
+
+
+def run(ctx: RunContext) -> str:
+    options = ctx.options
+    source = options.source or ctx.pages_dir
+    parsed, report = parse_snapshot(
+        source, parse_sources(options.sources), ctx.window, index_url_for(options.wiki_api),
+        options.quiet,
+    )
+    in_window = [event for event in parsed if ctx.window.contains(event.date)]
+    kept = unique_by_id(in_window)
+    if kept:
+        kept = entity_extractor(options.spacy_model).for_events(kept)
+    # A stable sort after page-order parsing keeps each page's own order within a day.
+    kept.sort(key=lambda event: (event.date, event.source.title))
+    write_jsonl(ctx.path(EVENTS), kept)
+    return summarize(ctx, report, kept, outside=len(parsed) - len(in_window),
+                     duplicates=len(in_window) - len(kept))
+
+
+def summarize(
+    ctx: RunContext, report: ParseReport, events: list[Event], outside: int, duplicates: int
+) -> str:
+    window = ctx.window
+    lines = [
+        f"events: {report.pages_read} pages read, {report.pages_outside} day pages outside the "
+        f"window, {sum(report.skipped.values())} skipped"
+        + _reasons(report.skipped)
+        + (f", {report.warnings} warnings" if report.warnings else ""),
+        f"events: {len(events)} kept (after {window.cutoff} up to {window.until}), "
+        f"{outside} outside the window, {duplicates} duplicates dropped",
+    ]
+    if events:
+        months = Counter(event.date.strftime("%Y-%m") for event in events)
+        lines.append("per month: " + ", ".join(f"{m} {n}" for m, n in sorted(months.items())))
+        lines.append("per category: " + _top_categories(events))
+        entities = sum(len(event.entities) for event in events)
+        lines.append(f"entities: {entities} ({entities / len(events):.1f} per event)")
+    lines.append(f"-> {ctx.path(EVENTS)}")
+    return "\n".join(lines)
+
+
+def _reasons(skipped: Counter[str]) -> str:
+    if not skipped:
+        return ""
+    return " (" + "; ".join(f"{n} {reason}" for reason, n in skipped.most_common()) + ")"
+
+
+def _top_categories(events: list[Event]) -> str:
+    counts = Counter(event.category or NO_CATEGORY for event in events)
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))  # ties by name
+    shown = ", ".join(f"{name} {n}" for name, n in ranked[:_TOP_CATEGORIES])
+    rest = len(ranked) - _TOP_CATEGORIES
+    return shown + (f", and {rest} more" if rest > 0 else "")

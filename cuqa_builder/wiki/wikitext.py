@@ -1,0 +1,538 @@
+"""Wikitext helpers shared by the year-article and Current events parsers.
+
+A line of wikitext is rendered to plain text the way a reader sees it: links by their label (plus
+the link trail), inline templates rendered or dropped, citations and comments gone. The rendering
+keeps where each link sits in the text, so a parser can cut a date prefix off a line and keep only
+the links after it, or tell a bullet made only of links (a topic) from one with prose (an event).
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import date
+from urllib.parse import quote
+
+import mwparserfromhell
+from mwparserfromhell.nodes import (
+    Comment,
+    ExternalLink,
+    Heading,
+    HTMLEntity,
+    Node,
+    Tag,
+    Template,
+    Text,
+    Wikilink,
+)
+from mwparserfromhell.wikicode import Wikicode
+
+from cuqa_builder.records import Event, EventSource, Link, Page, event_id
+from cuqa_builder.wiki.titles import MONTHS
+
+WIKIPEDIA_INDEX = "https://en.wikipedia.org/w/index.php"
+
+# MediaWiki (English) glues lowercase letters that follow a link onto its label: [[bus]]es.
+_LINK_TRAIL = re.compile(r"^[a-z]+")
+_HIDDEN_NAMESPACES = frozenset({"file", "image", "media", "category"})
+# Links to other wikis (`[[wikt:..]]`, inline `[[:fr:..]]`) show their label but name no English
+# Wikipedia article; language codes are lower-case, so "Ys: The Vanished Omens" is not one.
+_OTHER_PROJECTS = frozenset({
+    "wikt", "wiktionary", "commons", "d", "wikidata", "s", "wikisource", "q", "wikiquote", "n",
+    "wikinews", "b", "wikibooks", "v", "wikiversity", "voy", "wikivoyage", "species", "meta", "mw",
+})
+_LANGUAGE = re.compile(r"^[a-z]{2,3}(?:-[a-z]+)?$")
+_PARENTHETICAL = re.compile(r"\s*\([^()]*\)$")
+_DROPPED_TAGS = frozenset({"references", "gallery", "templatestyles", "imagemap", "timeline"})
+_BREAK_TAGS = frozenset({"br", "hr"})
+# Invisible characters editors leave in pages. Joiners (ZWNJ/ZWJ) matter between letters of some
+# scripts, so only those touching a space are dropped.
+_INVISIBLE = str.maketrans("", "", "\u200b\u200e\u200f\u2060\ufeff")
+_LOOSE_JOINERS = re.compile(r"(?<=\s)[\u200c\u200d]+|[\u200c\u200d]+(?=\s)")
+_SPACE_BEFORE_CLOSER = re.compile(r"\s+([.,;:!?)\]])")
+_SPACE_AFTER_OPENER = re.compile(r"([(\[])\s+")
+
+
+class ParseError(ValueError):
+    """A page the parsers cannot read; the message is the reason, for the run's warnings."""
+
+
+# --- lines ------------------------------------------------------------------------------
+
+
+@dataclass
+class Line:
+    """One line of wikitext: its list markers and the nodes after them."""
+
+    depth: int  # number of `*`/`#` markers; 0 for a line that is not a list item
+    term: bool  # a `;term` line (old Current events pages write categories this way)
+    nodes: list[Node]
+
+
+def parse_wikitext(text: str) -> Wikicode:
+    return mwparserfromhell.parse(text)
+
+
+def iter_lines(nodes: Iterable[Node]) -> list[Line]:
+    """Split top-level nodes at newlines; a template or tag spanning lines stays in its line."""
+    lines: list[list[Node]] = [[]]
+    for node in nodes:
+        if isinstance(node, Text) and "\n" in node.value:
+            first, *rest = node.value.split("\n")
+            if first:
+                lines[-1].append(Text(first))
+            for piece in rest:
+                lines.append([Text(piece)] if piece else [])
+        else:
+            lines[-1].append(node)
+    return [_line(nodes) for nodes in lines]
+
+
+def _line(nodes: list[Node]) -> Line:
+    depth, term, index = 0, False, 0
+    while index < len(nodes) and _list_marker(nodes[index]):
+        marker = _list_marker(nodes[index])
+        depth += marker in ("*", "#")
+        term = term or marker == ";"
+        index += 1
+    return Line(depth=depth, term=term, nodes=nodes[index:])
+
+
+def _list_marker(node: Node) -> str | None:
+    """`*`, `#`, `;` or `:` when the node is a wikitext list marker at the start of a line."""
+    if isinstance(node, Tag) and node.wiki_markup in ("*", "#", ";", ":"):
+        return str(node.wiki_markup)
+    return None
+
+
+def is_blank(nodes: Sequence[Node]) -> bool:
+    return all(
+        isinstance(node, Comment) or (isinstance(node, Text) and not node.value.strip())
+        for node in nodes
+    )
+
+
+def significant(nodes: Sequence[Node]) -> list[Node]:
+    """The nodes of a line without comments and whitespace."""
+    return [node for node in nodes if not is_blank([node])]
+
+
+def template_name(template: Template) -> str:
+    """Normalised name: `{{Template:Current_events }}` -> `current events`."""
+    name = str(template.name)
+    if "<!--" in name:
+        name = template.name.strip_code()
+    name = " ".join(name.replace("_", " ").split())
+    return name.lower().removeprefix("template:")
+
+
+def template_param(template: Template, name: str) -> str | None:
+    return template.get(name).value.strip_code().strip() if template.has(name) else None
+
+
+# --- rendering --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LinkSpan:
+    start: int
+    end: int
+    link: Link
+
+
+@dataclass
+class Rendered:
+    """Plain text of some wikitext with its links (and where they are) and its citation URLs."""
+
+    raw: str = ""
+    spans: list[LinkSpan] = field(default_factory=list)
+    citations: list[str] = field(default_factory=list)
+
+    @functools.cached_property
+    def text(self) -> str:
+        return clean_text(self.raw)
+
+    @property
+    def links(self) -> list[Link]:
+        """Links in text order, each distinct (title, label) once."""
+        unique: dict[tuple[str, str], Link] = {}
+        for span in self.spans:
+            unique.setdefault((span.link.title, span.link.text), span.link)
+        return list(unique.values())
+
+    def after(self, offset: int) -> Rendered:
+        """The text from `offset` on, with the links that start there or later."""
+        spans = [
+            LinkSpan(span.start - offset, span.end - offset, span.link)
+            for span in self.spans
+            if span.start >= offset
+        ]
+        return Rendered(self.raw[offset:], spans, list(self.citations))
+
+    def only_links(self) -> bool:
+        """Whether the text is links and punctuation only (a topic bullet, not news)."""
+        rest, cursor = [], 0
+        for span in self.spans:
+            rest.append(self.raw[cursor : span.start])
+            cursor = span.end
+        rest.append(self.raw[cursor:])
+        return bool(self.spans) and not any(ch.isalnum() for ch in "".join(rest))
+
+
+def clean_text(raw: str) -> str:
+    """Single spaces, none left before punctuation where a citation or template was removed."""
+    text = raw.translate(_INVISIBLE)
+    if "\u200c" in text or "\u200d" in text:
+        text = _LOOSE_JOINERS.sub("", text)
+    text = " ".join(text.split())
+    text = _SPACE_BEFORE_CLOSER.sub(r"\1", text)
+    return _SPACE_AFTER_OPENER.sub(r"\1", text).strip()
+
+
+class NamedRefs:
+    """Citation URLs of a page's `<ref name=..>..</ref>`, for its reuses `<ref name=../>`.
+
+    Built on first use: walking every tag of a page is slow, and most pages never reuse a ref.
+    """
+
+    def __init__(self, code: Wikicode | None = None) -> None:
+        self._code = code
+        self._urls: dict[str, list[str]] | None = None
+
+    def urls(self, name: str) -> list[str]:
+        if self._urls is None:
+            self._urls = self._collect()
+        return self._urls.get(name, [])
+
+    def _collect(self) -> dict[str, list[str]]:
+        found: dict[str, list[str]] = {}
+        if self._code is None:
+            return found
+        for tag in self._code.ifilter_tags(matches=_is_ref):
+            name = _ref_name(tag)
+            if name and tag.contents is not None and str(tag.contents).strip():
+                found.setdefault(name, render(tag.contents).citations)
+        return found
+
+
+def _is_ref(node: Tag) -> bool:
+    return str(node.tag).strip().lower() == "ref"
+
+
+def _ref_name(tag: Tag) -> str | None:
+    return str(tag.get("name").value).strip() if tag.has("name") else None
+
+
+def render(nodes: Iterable[Node] | Wikicode, refs: NamedRefs | None = None) -> Rendered:
+    """Plain text, links and citations; `refs` resolves reused named references."""
+    renderer = _Renderer(refs or NamedRefs())
+    renderer.nodes(nodes.nodes if isinstance(nodes, Wikicode) else nodes)
+    return Rendered(renderer.raw(), renderer.spans, renderer.citations)
+
+
+def plain_text(nodes: Iterable[Node] | Wikicode) -> str:
+    return render(nodes).text
+
+
+class _Renderer:
+    def __init__(self, refs: NamedRefs) -> None:
+        self.refs = refs
+        self.parts: list[str] = []
+        self.length = 0
+        self.spans: list[LinkSpan] = []
+        self.citations: list[str] = []
+
+    def raw(self) -> str:
+        return "".join(self.parts)
+
+    def emit(self, text: str) -> None:
+        self.parts.append(text)
+        self.length += len(text)
+
+    def nodes(self, nodes: Iterable[Node]) -> None:
+        last_was_link = False
+        for node in nodes:
+            if last_was_link and isinstance(node, Text):
+                self._text_after_link(node.value)
+            else:
+                self.node(node)
+            last_was_link = isinstance(node, Wikilink) and bool(self.spans) and (
+                self.spans[-1].end == self.length
+            )
+
+    def code(self, code: Wikicode | None) -> None:
+        if code is not None:
+            self.nodes(code.nodes)
+
+    def node(self, node: Node) -> None:
+        if isinstance(node, Text):
+            self.emit(node.value)
+        elif isinstance(node, Wikilink):
+            self.wikilink(node)
+        elif isinstance(node, Template):
+            self.template(node)
+        elif isinstance(node, Tag):
+            self.tag(node)
+        elif isinstance(node, HTMLEntity):
+            self.emit(node.normalize())
+        elif isinstance(node, ExternalLink):
+            self.cite(str(node.url))
+        elif isinstance(node, Heading):
+            self.code(node.title)
+        # Comments, template arguments ({{{1}}}) and anything else render to nothing.
+
+    def _text_after_link(self, text: str) -> None:
+        trail = _LINK_TRAIL.match(text)
+        if trail:
+            last = self.spans[-1]
+            word = trail.group()
+            linked = Link(title=last.link.title, text=last.link.text + word)
+            self.spans[-1] = LinkSpan(last.start, last.end + len(word), linked)
+        self.emit(text)
+
+    def cite(self, url: str) -> None:
+        url = url.strip()
+        if url and url not in self.citations:
+            self.citations.append(url)
+
+    def link(self, title: str | None, label_nodes: Iterable[Node] | str) -> None:
+        """Emit a label; when `title` names an article, record the link over it."""
+        start, first_part = self.length, len(self.parts)
+        if isinstance(label_nodes, str):
+            self.emit(label_nodes)
+        else:
+            self.nodes(label_nodes)
+        label = " ".join("".join(self.parts[first_part:]).translate(_INVISIBLE).split())
+        if title and label:
+            self.spans.append(LinkSpan(start, self.length, Link(title=title, text=label)))
+
+    def wikilink(self, node: Wikilink) -> None:
+        target = str(node.title)
+        if "<!--" in target:
+            target = node.title.strip_code()
+        if "&" in target:
+            target = html.unescape(target)
+        inline = target.lstrip().startswith(":")
+        target = target.strip().lstrip(":")
+        title: str | None = None
+        page = target
+        if ":" in target:
+            namespace, _, page = (part.strip() for part in target.partition(":"))
+            language = bool(_LANGUAGE.match(namespace))
+            if not inline and (namespace.lower() in _HIDDEN_NAMESPACES or language):
+                return  # an image, a category tag or an interlanguage link: not in the sentence
+            if not (namespace.lower() in _OTHER_PROJECTS or language):
+                title, page = article_title(target), target
+        else:
+            title = article_title(target)
+        label = node.text
+        if label is None:
+            self.link(title, target)
+        elif not label.nodes:  # pipe trick: [[Paris (band)|]] shows "Paris"
+            self.link(title, _PARENTHETICAL.sub("", page))
+        else:
+            self.link(title, label.nodes)
+
+    def tag(self, node: Tag) -> None:
+        name = str(node.tag).strip().lower()
+        if name == "ref":
+            self._ref(node)
+        elif name in _BREAK_TAGS:
+            self.emit(" ")
+        elif name not in _DROPPED_TAGS and node.contents is not None:
+            self.code(node.contents)
+
+    def _ref(self, node: Tag) -> None:
+        """A reference adds its URLs to the citations; its text is not part of the sentence."""
+        if node.contents is not None and str(node.contents).strip():
+            inner = _Renderer(self.refs)
+            inner.code(node.contents)
+            urls = inner.citations
+        else:
+            urls = self.refs.urls(_ref_name(node) or "")
+        for url in urls:
+            self.cite(url)
+
+    def template(self, node: Template) -> None:
+        name = template_name(node)
+        handler = _TEMPLATES.get(name)
+        if handler is None:
+            handler = _lang_template if name.startswith("lang-") else None
+        if handler is None and (name.startswith("cite") or name == "citation"):
+            handler = _citation
+        if handler is not None:
+            handler(self, node)
+        # Other templates (maintenance tags, flag icons, navigation) are dropped.
+
+    def positional(self, node: Template, index: int) -> None:
+        value = _positional(node, index)
+        if value is not None:
+            self.code(value)
+
+
+def _positional(node: Template, index: int) -> Wikicode | None:
+    key = str(index)
+    return node.get(key).value if node.has(key) else None
+
+
+def _positional_count(node: Template) -> int:
+    return sum(1 for param in node.params if not param.showkey)
+
+
+# --- inline templates -------------------------------------------------------------------
+
+Handler = Callable[[_Renderer, Template], None]
+
+
+def _nth(index: int) -> Handler:
+    return lambda r, node: r.positional(node, index)
+
+
+def _last(r: _Renderer, node: Template) -> None:
+    r.positional(node, _positional_count(node))
+
+
+def _literal(text: str) -> Handler:
+    return lambda r, node: r.emit(text)
+
+
+def _prefixed(prefix: str) -> Handler:
+    """`{{US$|5 million}}` -> "US$5 million"; `{{HMS|Victory}}` -> "HMS Victory"."""
+
+    def render_prefixed(r: _Renderer, node: Template) -> None:
+        r.emit(prefix)
+        r.positional(node, 1)
+
+    return render_prefixed
+
+
+def _joined(count: int) -> Handler:
+    """The first `count` positional parameters separated by spaces (`{{sortname|Ada|Lovelace}}`)."""
+
+    def render_joined(r: _Renderer, node: Template) -> None:
+        for index in range(1, count + 1):
+            if index > 1 and _positional(node, index) is not None:
+                r.emit(" ")
+            r.positional(node, index)
+
+    return render_joined
+
+
+def _convert(r: _Renderer, node: Template) -> None:
+    """`{{convert|5|km}}` -> "5 km"; `{{convert|5|to|10|km}}` -> "5 to 10 km"."""
+    words = [_positional(node, i) for i in range(1, 5)]
+    plain = [w.strip_code().strip() if w is not None else "" for w in words]
+    is_range = plain[1] in {"to", "-", "–", "and", "or", "by", "x", "×", "and(-)"}
+    r.emit(" ".join(p for p in (plain[:4] if is_range else plain[:2]) if p))
+
+
+def _linked(r: _Renderer, node: Template) -> None:
+    """`{{flag|France}}`, `{{ill|Titel|de}}`: a link to the first parameter."""
+    target = _positional(node, 1)
+    if target is None:
+        return
+    title = target.strip_code().strip()
+    label = node.get("lt").value.nodes if node.has("lt") else target.nodes
+    r.link(article_title(title), label)
+
+
+def _lang_template(r: _Renderer, node: Template) -> None:
+    r.positional(node, 1)
+
+
+def _citation(r: _Renderer, node: Template) -> None:
+    url = template_param(node, "url")
+    if url:
+        r.cite(url)
+
+
+_SHIP_PREFIXES = ("HMS", "USS", "HMAS", "HMCS", "HMNZS", "INS", "RFS", "SS", "MV", "RMS", "USNS")
+
+_TEMPLATES: dict[str, Handler] = {
+    **{name: _nth(1) for name in (
+        "nowrap", "nobr", "small", "smaller", "big", "larger", "nobold", "noitalic",
+        "not a typo", "sic", "nts", "abbr", "tooltip", "nihongo", "keep together", "ublist",
+        "resize", "em", "strong", "var", "mvar", "math", "lang-rtl", "wikt-lang", "linktext",
+    )},
+    "lang": _nth(2),
+    "transl": _last,
+    "transliteration": _last,
+    "'": _literal("'"),
+    "'s": _literal("'s"),
+    "snd": _literal(" – "),
+    "spaced ndash": _literal(" – "),
+    "spnd": _literal(" – "),
+    "ndash": _literal("–"),
+    "mdash": _literal("—"),
+    "nbsp": _literal(" "),
+    "okina": _literal("ʻ"),
+    "circa": _prefixed("c. "),
+    "c.": _prefixed("c. "),
+    "us$": _prefixed("US$"),
+    "usd": _prefixed("US$"),
+    "gbp": _prefixed("£"),
+    "£": _prefixed("£"),
+    "eur": _prefixed("€"),
+    "€": _prefixed("€"),
+    "sortname": _joined(2),
+    "ship": _joined(2),
+    "convert": _convert,
+    "cvt": _convert,
+    "flag": _linked,
+    "flagcountry": _linked,
+    "ill": _linked,
+    "interlanguage link": _linked,
+    **{prefix.lower(): _prefixed(prefix + " ") for prefix in _SHIP_PREFIXES},
+}
+
+
+# --- titles, dates and events -------------------------------------------------------------
+
+
+def article_title(target: str) -> str | None:
+    """`[[new_york#History|..]]` -> "New york": no section, spaces, first letter upper-case."""
+    page = target.lstrip(":").split("#", 1)[0]
+    page = " ".join(page.replace("_", " ").split())
+    return page[:1].upper() + page[1:] if page else None
+
+
+def month_number(name: str) -> int | None:
+    return MONTHS.index(name.capitalize()) + 1 if name.capitalize() in MONTHS else None
+
+
+def revision_url(title: str, revid: int | None, index_url: str = WIKIPEDIA_INDEX) -> str:
+    url = f"{index_url}?title={quote(title.replace(' ', '_'), safe=':/')}"
+    return f"{url}&oldid={revid}" if revid is not None else url
+
+
+def build_event(
+    page: Page,
+    rendered: Rendered,
+    *,
+    day: date,
+    end_date: date | None = None,
+    category: str | None = None,
+    topics: Sequence[str] = (),
+    index_url: str = WIKIPEDIA_INDEX,
+) -> Event:
+    """The SPEC 2.2 record of one news line; entities are filled later by the entities stage."""
+    text = rendered.text
+    title = page.meta.title
+    return Event(
+        id=event_id(title, text),
+        date=day,
+        end_date=end_date,
+        text=text,
+        links=rendered.links,
+        category=category,
+        topics=list(topics),
+        citations=rendered.citations,
+        source=EventSource(
+            title=title,
+            revid=page.meta.revid,
+            url=revision_url(title, page.meta.revid, index_url),
+        ),
+    )
