@@ -99,6 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
     checks.add_argument(
         "--judge-model", help="LLM judge for probe answers (default: normalised match)"
     )
+    checks.add_argument("--min-question-words", type=int, metavar="N", default=4,
+                        help="shortest question kept, in words (default: 4)")
+    checks.add_argument("--max-question-words", type=int, metavar="N", default=60,
+                        help="longest question kept, in words (default: 60)")
+    checks.add_argument("--max-answer-words", type=int, metavar="N", default=10,
+                        help="longest answer kept, in words (default: 10)")
 
     release = parser.add_argument_group("release")
     release.add_argument("--name", help="dataset name: writes output/NAME/")
@@ -151,6 +157,11 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    # The HTTP clients log every request at INFO, which would drown the progress bars.
+    for client_logger in ("httpx", "httpx2"):
+        logging.getLogger(client_logger).setLevel(
+            logging.DEBUG if args.verbose else logging.WARNING
+        )
     try:
         window = _window(args)
     except WindowError as exc:

@@ -1,0 +1,61 @@
+"""Load a released CuQA dataset as typed items: `cuqa_builder.load("output/NAME")`.
+
+Unlike the pipeline's own reader, a released file is expected to be whole: any line that is not
+a valid item is an error that names the file, the line and what is wrong with it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from cuqa_builder.records import CuqaItem
+from cuqa_builder.run import DATASET
+
+
+class DatasetError(ValueError):
+    """A dataset file that cannot be read as CuQA items."""
+
+
+def _dataset_file(path: Path) -> Path:
+    """A JSONL file as given, or the `cuqa.jsonl` of a release (or run) folder."""
+    if path.is_dir():
+        path = path / DATASET
+    if not path.is_file():
+        raise FileNotFoundError(f"no CuQA dataset at {path}")
+    return path
+
+
+def _problem(error: ValidationError) -> str:
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"])
+    more = error.error_count() - 1
+    return f"{where}: {first['msg']}" + (f" (and {more} more)" if more else "")
+
+
+def _item(line: str) -> CuqaItem:
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise DatasetError(f"not JSON ({exc.msg} at column {exc.colno})") from None
+    try:
+        return CuqaItem.model_validate(data)
+    except ValidationError as exc:
+        raise DatasetError(_problem(exc)) from None
+
+
+def load(path: str | Path) -> list[CuqaItem]:
+    """Every item of a `cuqa.jsonl` file or a release folder, in file order."""
+    source = _dataset_file(Path(path))
+    items = []
+    with source.open(encoding="utf-8") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                items.append(_item(line))
+            except DatasetError as exc:
+                raise DatasetError(f"{source}:{number}: {exc}") from None
+    return items

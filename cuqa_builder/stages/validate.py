@@ -1,0 +1,151 @@
+"""The validate stage: `candidates.jsonl` -> verdicts on every candidate + `cuqa.jsonl`.
+
+Every candidate keeps its verdict (`validation`: passed, failures with reasons, probe answers)
+in `candidates.jsonl`, rewritten atomically; the ones that passed become the unreviewed items
+of `cuqa.jsonl`. The checks are cheap and simply run again; probe calls go through the gateway's
+cache, so a killed or repeated run asks the target model nothing twice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import Sequence
+from contextlib import AsyncExitStack
+from dataclasses import asdict
+from pathlib import Path
+
+from cuqa_builder.jsonio import iter_jsonl, read_jsonl, write_jsonl
+from cuqa_builder.llm.settings import LLMSettings, settings_from_args
+from cuqa_builder.llm.types import GatewayStats
+from cuqa_builder.prompts import load_prompt
+from cuqa_builder.records import Candidate, CuqaItem
+from cuqa_builder.run import CANDIDATES, DATASET, LLM_CACHE, RunContext, save_run_info
+from cuqa_builder.validation.checks import CHECK_NAMES, CheckReport, Limits, check_all
+from cuqa_builder.validation.probes import (
+    CLOSED_BOOK,
+    PROBE_CHECKS,
+    PROBE_ERROR,
+    WITH_UNKNOWN_ANSWER,
+    Prober,
+    probe_all,
+    record_probes,
+)
+
+
+def limits_from_options(options: argparse.Namespace) -> Limits:
+    return Limits(
+        min_question_words=options.min_question_words,
+        max_question_words=options.max_question_words,
+        max_answer_words=options.max_answer_words,
+    )
+
+
+def _with_model(settings: LLMSettings, model: str, base_url: str | None) -> LLMSettings:
+    """The same call settings (cache, retries...) aimed at another model."""
+    if base_url:
+        return settings.model_copy(update={"model": model, "base_url": base_url, "local": None})
+    if settings.uses_local_model:  # an embedded model is chosen by its registry name
+        return settings.model_copy(update={"local": model})
+    return settings.model_copy(update={"model": model})
+
+
+def probe_settings(
+    options: argparse.Namespace, cache: Path
+) -> tuple[LLMSettings, LLMSettings | None]:
+    """The probe model's settings (`--probe-base-url`, else the generation endpoint) and the
+    judge's, at the probe's endpoint; None without `--judge-model`."""
+    base = settings_from_args(options, default_cache=cache)
+    probe = _with_model(base, options.probe_model, options.probe_base_url)
+    if not options.judge_model:
+        return probe, None
+    return probe, _with_model(probe, options.judge_model, None)
+
+
+async def _probe(
+    options: argparse.Namespace, cache: Path, candidates: Sequence[Candidate], report: CheckReport
+) -> tuple[str, str, GatewayStats]:
+    """Probe the candidates that passed the checks; returns the model, judge and usage."""
+    # Imported here: `openai` takes a while to load and only probing needs it.
+    from cuqa_builder.llm.gateway import open_gateway
+
+    indexes = [i for i, v in enumerate(report.validations) if v.passed]
+    probe, judging = probe_settings(options, cache)
+    async with AsyncExitStack() as stack:
+        gateway = await stack.enter_async_context(open_gateway(probe))
+        judge_gateway = None
+        if judging is not None:
+            same = options.judge_model == gateway.model
+            judge_gateway = gateway if same else await stack.enter_async_context(
+                open_gateway(judging)
+            )
+        prober = Prober(gateway, judge_gateway)
+        outcomes = await probe_all(
+            prober, [candidates[i] for i in indexes], progress=not options.quiet
+        )
+        record_probes(report, indexes, outcomes, gateway.model)
+        return gateway.model, prober.judge_name, gateway.stats
+
+
+def _count_table(report: CheckReport, names: Sequence[str]) -> list[str]:
+    width = max(len(name) for name in names)
+    lines = [f"  {'check':<{width}}  {'passed':>7}  {'failed':>7}"]
+    for name in names:
+        applied, failed = report.applied[name], report.failed[name]
+        lines.append(f"  {name:<{width}}  {applied - failed:>7}  {failed:>7}")
+    return lines
+
+
+def _summary(report: CheckReport, passed: int, dataset: str, probes: str | None) -> str:
+    total = len(report.validations)
+    lines = [
+        f"validate: {passed} of {total} candidates passed, {total - passed} failed {dataset}",
+        *_count_table(report, CHECK_NAMES),
+    ]
+    if probes:
+        lines += [probes, *_count_table(report, PROBE_CHECKS)]
+        if errors := report.failed[PROBE_ERROR]:
+            lines.append(f"  {errors} candidates could not be probed: run validate again")
+    return "\n".join(lines)
+
+
+def run(ctx: RunContext) -> str:
+    path = ctx.path(CANDIDATES)
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist: run the generate stage first")
+    candidates = read_jsonl(path, Candidate)
+    options = ctx.options
+    limits = limits_from_options(options)
+    report = check_all(candidates, limits)
+    settings: dict[str, object] = {"limits": asdict(limits)}
+    probes_line = None
+    if options.probe_model:
+        model, judge_name, stats = asyncio.run(
+            _probe(options, ctx.path(LLM_CACHE), candidates, report)
+        )
+        probed = report.applied[PROBE_CHECKS[0]] + report.failed[PROBE_ERROR]
+        probes_line = (
+            f"probes: {probed} candidates asked {model} (judge: {judge_name}); "
+            f"{stats.calls} calls, {stats.cache_hits} from the cache"
+        )
+        prompts = {name: load_prompt(name).sha256 for name in (CLOSED_BOOK, WITH_UNKNOWN_ANSWER)}
+        settings.update(probe_model=model, judge=judge_name, prompts=prompts)
+    save_run_info(ctx.out, validation=settings)  # what the release's card reports
+    validated = [
+        candidate.model_copy(update={"validation": validation})
+        for candidate, validation in zip(candidates, report.validations, strict=True)
+    ]
+    write_jsonl(path, validated)
+    passed = [c.to_item() for c in validated if c.validation and c.validation.passed]
+    return _summary(report, len(passed), _write_dataset(ctx.path(DATASET), passed), probes_line)
+
+
+def _write_dataset(path: Path, items: list[CuqaItem]) -> str:
+    """Write the passed items, unless a person's review is already in the file: that work is
+    never overwritten (pulling the annotations again applies the new verdicts)."""
+    reviewed = sum(item.review.status != "unreviewed" for item in iter_jsonl(path, CuqaItem))
+    if reviewed:
+        return (f"(kept {path}: it holds {reviewed} reviewed items; `cuqa-annotate pull` or "
+                "`import` again applies these verdicts)")
+    write_jsonl(path, items)
+    return f"-> {path}"

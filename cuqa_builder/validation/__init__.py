@@ -1,0 +1,1 @@
+"""Automatic quality control of generated candidates: format and leakage checks, model probes."""

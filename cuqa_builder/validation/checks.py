@@ -1,0 +1,301 @@
+"""The automatic checks of the validate stage (SPEC 2.5, the paper's "automatic quality control").
+
+Each check is a small function named after what it checks; it returns a `CheckFailure` whose
+reason a person can read, or None. Checks look at the merged question, which for a hard item is
+the 4-hop question; the bridges hidden in it include those of its easy sub-items. Duplicates are
+the one check that needs every candidate at once (`find_duplicates`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import date
+from functools import cache
+
+from cuqa_builder.generation.algorithm import answer_aliases
+from cuqa_builder.records import Candidate, CheckFailure, EventRef, Validation
+from cuqa_builder.text import contains_answer, normalize_answer
+from cuqa_builder.window import WindowError, parse_cutoff
+
+# A "?" that ends a sentence: closing quotes/brackets may follow, then the end or a new sentence
+# (a capital, digit or opening quote). A "?" inside a title ("the film Why Not? was") is not one.
+_QUESTION_END = re.compile(r"\?[\"'”’)\]]*(?=\s*$|\s+[^\sa-z])")
+# Labels, instructions and placeholders of the generation prompts (Tables 5-9) that a model may
+# echo into its output, and chat preambles that are not part of a question. One leading \b for
+# all the phrases keeps the search fast (it is tried at word starts only).
+_RESIDUE = re.compile(
+    r"\b(?:question\s+(?:one|two|1|2)\b"
+    r"|(?:merged|combined|final|natural)\s+question\s*:"
+    r"|according\s+to\s+(?:the\s+)?(?:unknown|known)\s+events?\b"
+    r"|generate\s+(?:a|an)\b"
+    r"|to\s+which\s+the\s+answer\s+is\b"
+    r"|contains\s+the\s+terms\b"
+    r"|meets\s+the\s+following\s+conditions\b"
+    r"|here(?:'s|\s+is|\s+are)\s+(?:a|an|the)\b"
+    r"|as\s+an\s+ai\b)"
+    r"|^\s*(?:(?:unknown|known|seen|question|answer)\s*:|(?:sure|certainly|okay)\b)"
+    r"|\{[^{}]*\}",
+    re.IGNORECASE,
+)
+_QUOTE_CHARS = 60  # how much of a long text a reason quotes
+_NON_WORD = re.compile(r"[^\w\s]")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds of the length checks, in whitespace-separated words."""
+
+    min_question_words: int = 4
+    max_question_words: int = 60
+    max_answer_words: int = 10
+
+    def __post_init__(self) -> None:
+        if not 0 < self.min_question_words <= self.max_question_words:
+            raise ValueError(
+                f"question length bounds {self.min_question_words}-{self.max_question_words} "
+                "are empty"
+            )
+        if self.max_answer_words < 1:
+            raise ValueError("the answer word limit must be at least 1")
+
+
+def _quote(text: str) -> str:
+    text = " ".join(text.split())
+    return f'"{text}"' if len(text) <= _QUOTE_CHARS else f'"{text[:_QUOTE_CHARS]}…"'
+
+
+# --- what a candidate hides and where its events are ------------------------------------------
+
+
+def _easy_abc_items(candidate: Candidate) -> list[Candidate]:
+    """The candidate itself if it is an easy ABC item, else its easy ABC sub-items."""
+    if candidate.difficulty == "easy":
+        return [candidate] if candidate.type == "ABC" else []
+    return [abc for sub in candidate.sub_items for abc in _easy_abc_items(sub)]
+
+
+def _bridge_names(item: Candidate) -> list[str]:
+    """The bridge entity (cur_ent) of an easy ABC item: its text and Wikipedia title."""
+    if item.intermediates is not None:
+        cur_ent = item.intermediates.cur_ent
+        return [cur_ent.text, *answer_aliases(cur_ent)]
+    return [s.answer for s in item.sub_questions if s.kind == "unknown"]
+
+
+def hidden_bridges(candidate: Candidate) -> list[str]:
+    """Every intermediate answer the merged question must not give away."""
+    names = [name for item in _easy_abc_items(candidate) for name in _bridge_names(item)]
+    if candidate.pairing is not None and candidate.pairing.link != "answer":
+        first = candidate.sub_items[0] if candidate.sub_items else None
+        names += [candidate.pairing.bridge, *(first.answer_aliases if first else [])]
+    return list(dict.fromkeys(n for n in names if n.strip()))
+
+
+def _events(candidate: Candidate) -> Iterator[EventRef]:
+    yield candidate.event
+    for sub in candidate.sub_items:
+        yield from _events(sub)
+
+
+@cache
+def _cutoff_day(cutoff: str) -> date:
+    return parse_cutoff(cutoff)
+
+
+# --- the checks --------------------------------------------------------------------------------
+
+
+def one_question(candidate: Candidate, limits: Limits) -> CheckFailure | None:
+    question = candidate.question.strip()
+    if not question:
+        return CheckFailure(check="one_question", reason="the question is empty")
+    if "\n" in question:
+        lines = len(question.splitlines())
+        return CheckFailure(check="one_question", reason=f"the question spans {lines} lines")
+    if not question.endswith("?"):
+        return CheckFailure(
+            check="one_question", reason=f'does not end with "?": {_quote(question[-40:])}'
+        )
+    ends = len(_QUESTION_END.findall(question))
+    if ends > 1:
+        return CheckFailure(
+            check="one_question", reason=f"asks {ends} questions in one: {_quote(question)}"
+        )
+    return None
+
+
+def question_length(candidate: Candidate, limits: Limits) -> CheckFailure | None:
+    words = len(candidate.question.split())
+    if limits.min_question_words <= words <= limits.max_question_words:
+        return None
+    bounds = f"{limits.min_question_words}-{limits.max_question_words}"
+    return CheckFailure(
+        check="question_length", reason=f"the question has {words} words (allowed {bounds})"
+    )
+
+
+def template_residue(candidate: Candidate, limits: Limits) -> CheckFailure | None:
+    found = _RESIDUE.search(candidate.question)
+    if found is None:
+        return None
+    return CheckFailure(
+        check="template_residue",
+        reason=f"prompt text or a placeholder left in the question: {_quote(found.group(0))}",
+    )
+
+
+def short_answer(candidate: Candidate, limits: Limits) -> CheckFailure | None:
+    words = len(candidate.answer.split())
+    if words == 0:
+        return CheckFailure(check="short_answer", reason="the answer is empty")
+    if words > limits.max_answer_words:
+        return CheckFailure(
+            check="short_answer",
+            reason=f"the answer has {words} words (at most {limits.max_answer_words}): "
+            f"{_quote(candidate.answer)}",
+        )
+    return None
+
+
+def answer_in_question(candidate: Candidate, limits: Limits) -> CheckFailure | None:
+    for form in (candidate.answer, *candidate.answer_aliases):
+        if contains_answer(candidate.question, form):
+            what = "the answer" if form == candidate.answer else "the answer's alias"
+            return CheckFailure(
+                check="answer_in_question",
+                reason=f"{what} {_quote(form)} appears in the question",
+            )
+    return None
+
+
+def bridge_in_question(candidate: Candidate, limits: Limits) -> CheckFailure | None:
+    for name in hidden_bridges(candidate):
+        if contains_answer(candidate.question, name):
+            return CheckFailure(
+                check="bridge_in_question",
+                reason=f"the bridge entity {_quote(name)} appears in the question; the unknown "
+                "sub-question should stand in for it",
+            )
+    return None
+
+
+def known_question_mentions_bridge(candidate: Candidate, limits: Limits) -> CheckFailure | None:
+    for item in _easy_abc_items(candidate):
+        names = _bridge_names(item)
+        where = "" if item is candidate else f"sub-item {item.id}: "
+        for sub in item.sub_questions:
+            if sub.kind == "known" and not any(contains_answer(sub.question, n) for n in names):
+                return CheckFailure(
+                    check="known_question_mentions_bridge",
+                    reason=f"{where}the known question {_quote(sub.question)} does not mention "
+                    f"the bridge {_quote(names[0])}",
+                )
+    return None
+
+
+def event_after_cutoff(candidate: Candidate, limits: Limits) -> CheckFailure | None:
+    try:
+        cutoff = _cutoff_day(candidate.cutoff)
+    except WindowError as exc:
+        return CheckFailure(check="event_after_cutoff", reason=str(exc))
+    for event in _events(candidate):
+        if event.date <= cutoff:
+            return CheckFailure(
+                check="event_after_cutoff",
+                reason=f"the event {event.id} is dated {event.date}, not after the cutoff "
+                f"{candidate.cutoff} ({cutoff}): the model may know it",
+            )
+    return None
+
+
+# --- the registry and the whole-file pass -------------------------------------------------------
+
+CheckFunction = Callable[[Candidate, Limits], CheckFailure | None]
+
+
+def _always(candidate: Candidate) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Check:
+    function: CheckFunction
+    applies: Callable[[Candidate], bool] = _always
+
+    @property
+    def name(self) -> str:
+        return self.function.__name__
+
+
+CHECKS: tuple[Check, ...] = (
+    Check(one_question),
+    Check(question_length),
+    Check(template_residue),
+    Check(short_answer),
+    Check(answer_in_question),
+    Check(bridge_in_question, applies=lambda c: bool(hidden_bridges(c))),
+    Check(known_question_mentions_bridge, applies=lambda c: bool(_easy_abc_items(c))),
+    Check(event_after_cutoff),
+)
+DUPLICATE = "duplicate"
+CHECK_NAMES: tuple[str, ...] = (*(c.name for c in CHECKS), DUPLICATE)
+
+
+def _duplicate_key(question: str) -> str:
+    # Punctuation becomes a space first, so "Trans-Karoo" and "Trans Karoo" are the same words.
+    return normalize_answer(_NON_WORD.sub(" ", question))
+
+
+def find_duplicates(
+    candidates: list[Candidate], failures: list[list[CheckFailure]]
+) -> dict[int, CheckFailure]:
+    """Candidates whose normalised question repeats another's, by index. Of each group the
+    first candidate without other failures is kept (else the first), the rest point to it."""
+    groups: defaultdict[str, list[int]] = defaultdict(list)
+    for index, candidate in enumerate(candidates):
+        groups[_duplicate_key(candidate.question)].append(index)
+    duplicates: dict[int, CheckFailure] = {}
+    for indexes in groups.values():
+        if len(indexes) < 2:
+            continue
+        kept = next((i for i in indexes if not failures[i]), indexes[0])
+        for index in indexes:
+            if index != kept:
+                duplicates[index] = CheckFailure(
+                    check=DUPLICATE, reason=f"duplicate of {candidates[kept].id}"
+                )
+    return duplicates
+
+
+@dataclass
+class CheckReport:
+    """Every candidate's verdict (same order as the input) and per-check counts."""
+
+    validations: list[Validation]
+    applied: Counter[str] = field(default_factory=Counter)
+    failed: Counter[str] = field(default_factory=Counter)
+
+
+def _run_checks(candidate: Candidate, limits: Limits, applied: Counter[str]) -> list[CheckFailure]:
+    failures: list[CheckFailure] = []
+    for check in CHECKS:
+        if check.applies(candidate):
+            applied[check.name] += 1
+            if (failure := check.function(candidate, limits)) is not None:
+                failures.append(failure)
+    return failures
+
+
+def check_all(candidates: list[Candidate], limits: Limits) -> CheckReport:
+    """Run every check on every candidate; duplicates last, so a clean copy is the one kept."""
+    applied: Counter[str] = Counter()
+    failures = [_run_checks(candidate, limits, applied) for candidate in candidates]
+    for index, failure in find_duplicates(candidates, failures).items():
+        failures[index].append(failure)
+    applied[DUPLICATE] = len(candidates)
+    failed = Counter(name for found in failures for name in {f.check for f in found})
+    validations = [Validation(passed=not found, failures=found) for found in failures]
+    return CheckReport(validations=validations, applied=applied, failed=failed)

@@ -1,0 +1,204 @@
+"""Probes: does a target model really need the unknown event to answer a candidate?
+
+Three questions per candidate, closed-book, through the gateway (so they are cached and a re-run
+asks nothing twice):
+- the merged question: answered correctly means the item is "not unknown" to that model;
+- each known sub-question: answered wrong means the "known part" is "not known";
+- the merged question with the unknown sub-question(s) and their answers given: still wrong means
+  the question "does not compose" (the model cannot bridge from the unknown part to the answer).
+An answer is correct when it contains a gold answer or alias (normalised), or, with a judge
+model, when the judge says it implies one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel
+from tqdm import tqdm
+
+from cuqa_builder.judge import judge
+from cuqa_builder.llm.types import LLMError
+from cuqa_builder.prompts import load_prompt
+from cuqa_builder.records import Candidate, CheckFailure
+from cuqa_builder.solvers.answer_parsing import extract_answer
+from cuqa_builder.text import contains_answer, normalize_answer
+from cuqa_builder.validation.checks import CheckReport
+
+if TYPE_CHECKING:  # the gateway module loads `openai`, which only probing needs
+    from cuqa_builder.llm.gateway import Gateway
+
+CLOSED_BOOK = "probe_closed_book"
+WITH_UNKNOWN_ANSWER = "probe_with_unknown_answer"
+NOT_UNKNOWN = "probe_not_unknown"
+KNOWN_PART_NOT_KNOWN = "probe_known_part_not_known"
+DOES_NOT_COMPOSE = "probe_does_not_compose"
+PROBE_ERROR = "probe_error"
+PROBE_CHECKS = (NOT_UNKNOWN, KNOWN_PART_NOT_KNOWN, DOES_NOT_COMPOSE)
+NORMALISED_MATCH = "normalised match"
+# The prompts ask for "just a few words"; greedy decoding makes a probe's verdict repeatable.
+PROBE_SAMPLING = {"temperature": 0.0, "max_tokens": 32}
+
+
+class ProbeAnswer(BaseModel):
+    question: str
+    answers: list[str]
+    prediction: str
+    correct: bool
+
+
+class ProbeResult(BaseModel):
+    """What the target model said to one candidate's three probes (`Validation.probes`)."""
+
+    model: str
+    judge: str
+    closed_book: ProbeAnswer
+    known: list[ProbeAnswer]
+    with_unknown_answer: ProbeAnswer
+
+    def failures(self) -> list[CheckFailure]:
+        found = []
+        if self.closed_book.correct:
+            found.append(CheckFailure(
+                check=NOT_UNKNOWN,
+                reason=f"{self.model} answered the question closed-book: "
+                f'"{self.closed_book.prediction}"',
+            ))
+        found += [
+            CheckFailure(
+                check=KNOWN_PART_NOT_KNOWN,
+                reason=f'{self.model} got the known sub-question "{probe.question}" wrong: '
+                f'"{probe.prediction}" instead of "{probe.answers[0]}"',
+            )
+            for probe in self.known
+            if not probe.correct
+        ]
+        if not self.with_unknown_answer.correct:
+            found.append(CheckFailure(
+                check=DOES_NOT_COMPOSE,
+                reason=f"given the unknown part, {self.model} still answered "
+                f'"{self.with_unknown_answer.prediction}" instead of '
+                f'"{self.with_unknown_answer.answers[0]}"',
+            ))
+        return found
+
+
+def _items(candidate: Candidate) -> Iterator[Candidate]:
+    yield candidate
+    for sub in candidate.sub_items:
+        yield from _items(sub)
+
+
+def _alias_table(candidate: Candidate) -> dict[str, list[str]]:
+    """Normalised answer -> its aliases, from the item and its easy sub-items."""
+    table: dict[str, list[str]] = {}
+    for item in _items(candidate):
+        table.setdefault(normalize_answer(item.answer), []).extend(item.answer_aliases)
+    return table
+
+
+def _given_facts(candidate: Candidate) -> str:
+    """The unknown sub-questions answered, one per line: the passage of the composition probe."""
+    return "\n".join(
+        f"{sub.question} {sub.answer.rstrip('.')}."
+        for sub in candidate.sub_questions
+        if sub.kind == "unknown"
+    )
+
+
+@dataclass
+class Prober:
+    gateway: Gateway
+    judge_gateway: Gateway | None = None
+
+    @property
+    def judge_name(self) -> str:
+        return self.judge_gateway.model if self.judge_gateway else NORMALISED_MATCH
+
+    async def probe(self, candidate: Candidate) -> ProbeResult:
+        aliases = _alias_table(candidate)
+
+        def gold(answer: str) -> list[str]:
+            return list(dict.fromkeys([answer, *aliases.get(normalize_answer(answer), [])]))
+
+        final = gold(candidate.answer)
+        known = [s for s in candidate.sub_questions if s.kind == "known"]
+        closed_book, with_unknown, *known_answers = await asyncio.gather(
+            self._ask(CLOSED_BOOK, candidate.question, final),
+            self._ask(WITH_UNKNOWN_ANSWER, candidate.question, final,
+                      passage=_given_facts(candidate)),
+            *(self._ask(CLOSED_BOOK, sub.question, gold(sub.answer)) for sub in known),
+        )
+        return ProbeResult(
+            model=self.gateway.model,
+            judge=self.judge_name,
+            closed_book=closed_book,
+            known=known_answers,
+            with_unknown_answer=with_unknown,
+        )
+
+    async def _ask(
+        self, template_name: str, question: str, answers: list[str], **values: str
+    ) -> ProbeAnswer:
+        template = load_prompt(template_name)
+        result = await self.gateway.prompt(
+            template, {"question": question, **values}, **PROBE_SAMPLING
+        )
+        prediction = extract_answer(result.text)
+        correct = await self._is_correct(question, prediction, answers)
+        return ProbeAnswer(
+            question=question, answers=answers, prediction=prediction, correct=correct
+        )
+
+    async def _is_correct(self, question: str, prediction: str, answers: list[str]) -> bool:
+        if self.judge_gateway is not None:
+            return await judge(self.judge_gateway, question, prediction, answers)
+        return any(contains_answer(prediction, answer) for answer in answers)
+
+
+async def probe_all(
+    prober: Prober, candidates: Sequence[Candidate], *, progress: bool = False
+) -> list[ProbeResult | LLMError]:
+    """Probe every candidate at once (the gateway bounds the calls in flight); a candidate
+    whose calls fail for good gets its LLMError instead of a result."""
+    bar = tqdm(total=len(candidates), desc="probes", unit="item", disable=not progress)
+
+    async def one(candidate: Candidate) -> ProbeResult | LLMError:
+        try:
+            return await prober.probe(candidate)
+        except LLMError as exc:
+            return exc
+        finally:
+            bar.update()
+
+    try:
+        return await asyncio.gather(*(one(candidate) for candidate in candidates))
+    finally:
+        bar.close()
+
+
+def record_probes(
+    report: CheckReport,
+    indexes: Sequence[int],
+    outcomes: Sequence[ProbeResult | LLMError],
+    model: str,
+) -> None:
+    """Add each probe outcome to its candidate's validation, and count it per probe check."""
+    for index, outcome in zip(indexes, outcomes, strict=True):
+        validation = report.validations[index]
+        if isinstance(outcome, LLMError):
+            validation.probes = {"model": model, "error": str(outcome)}
+            failures = [CheckFailure(
+                check=PROBE_ERROR,
+                reason=f"the probes could not be asked ({outcome}); run validate again to retry",
+            )]
+        else:
+            validation.probes = outcome.model_dump(mode="json")
+            failures = outcome.failures()
+            report.applied.update(PROBE_CHECKS)
+        report.failed.update({f.check for f in failures})
+        validation.failures.extend(failures)
+        validation.passed = not validation.failures

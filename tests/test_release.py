@@ -1,0 +1,268 @@
+"""The release folder: it loads with `json`, `datasets` and our loader; the schema fits the data."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+import cuqa_builder
+from cuqa_builder.annotation.review import ReviewReport
+from cuqa_builder.cli.build import main
+from cuqa_builder.dataset import DatasetError
+from cuqa_builder.jsonio import atomic_write_json, write_jsonl
+from cuqa_builder.records import CuqaItem, Event, EventSource, Review
+from tests.validation_samples import aab, abc, hard
+
+NAME = "cuqa-test-2023-04"
+
+
+def reviewed_items() -> list[CuqaItem]:
+    """What the annotation pull step leaves in the run: accepted items with their review."""
+    review = Review(status="accepted", annotators=["ann1", "ann2"], agreement=1.0,
+                    rewritten=True, seconds=41.5)
+    return [c.to_item().model_copy(update={"review": review}) for c in (aab(), abc(), hard())]
+
+
+def event_of(item: CuqaItem, category: str | None) -> Event:
+    ref = item.event
+    return Event(id=ref.id, date=ref.date, text=ref.text, category=category,
+                 source=EventSource(title=ref.source_title, revid=ref.revid, url="about:blank"))
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Path:
+    """A run directory after validation and review: items, events, manifest, review report."""
+    out = tmp_path / "run"
+    out.mkdir()
+    items = reviewed_items()
+    write_jsonl(out / "cuqa.jsonl", items)
+    write_jsonl(out / "events.jsonl", [event_of(items[0], "Sports"), event_of(items[1], None),
+                                       event_of(items[2], "Disasters and accidents")])
+    atomic_write_json(out / "manifest.json", {
+        "api": "http://127.0.0.1:9/w/api.php", "fetched": "2024-07-01T00:00:00Z",
+        "pages": {item.event.source_title: item.event.revid for item in items},
+    })
+    report = ReviewReport(
+        tasks=4, reviewed=4, pending=0, accepted=3, rejected=1, ties=0, accept_rate=0.75,
+        rewritten=3, answers_corrected=0, reject_reasons={"not unknown": 1}, annotations=9,
+        cancelled=1, votes=8, annotators=2, multi_annotated=4, mean_agreement=0.875,
+        seconds_per_task=41.5,
+    )
+    atomic_write_json(out / "review-report.json", report.model_dump(mode="json"))
+    return out
+
+
+def release(run: Path, root: Path, *extra: str) -> int:
+    return main(["--out", str(run), "--cutoff", "2023-04", "--until", "2024-06",
+                 "--stage", "release", "--output-root", str(root), *extra])
+
+
+@pytest.fixture
+def folder(run: Path, tmp_path: Path) -> Path:
+    assert release(run, tmp_path / "output", "--name", NAME) == 0
+    return tmp_path / "output" / NAME
+
+
+def test_release_writes_the_five_files(folder: Path, run: Path) -> None:
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "README.md", "cuqa.jsonl", "manifest.json", "schema.json", "stats.json"
+    ]
+    assert (folder / "manifest.json").read_text() == (run / "manifest.json").read_text()
+
+
+def test_released_lines_load_with_json_and_keep_their_review(folder: Path) -> None:
+    lines = (folder / "cuqa.jsonl").read_text(encoding="utf-8").splitlines()
+    rows = [json.loads(line) for line in lines]
+    assert [r["id"] for r in rows] == [i.id for i in reviewed_items()]
+    assert rows[0]["review"] == {"status": "accepted", "annotators": ["ann1", "ann2"],
+                                 "agreement": 1.0, "rewritten": True, "seconds": 41.5}
+    assert rows[2]["difficulty"] == "hard" and len(rows[2]["sub_questions"]) == 4
+    assert not any(key in rows[2] for key in ("intermediates", "sub_items", "validation"))
+
+
+def test_the_schema_validates_every_line_and_rejects_a_broken_one(folder: Path) -> None:
+    schema = json.loads((folder / "schema.json").read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    validator.check_schema(schema)
+    rows = [json.loads(line) for line in (folder / "cuqa.jsonl").read_text().splitlines()]
+    for row in rows:
+        validator.validate(row)
+    broken = {**rows[0], "type": "XYZ"}
+    del broken["answer"]
+    messages = sorted(e.message for e in validator.iter_errors(broken))
+    assert messages == ["'XYZ' is not one of ['AAB', 'ABC']", "'answer' is a required property"]
+
+
+def test_our_loader_returns_typed_items_from_the_folder_or_the_file(folder: Path) -> None:
+    items = cuqa_builder.load(folder)
+    assert items == reviewed_items()
+    assert cuqa_builder.load(str(folder / "cuqa.jsonl")) == items
+    assert isinstance(items[0], CuqaItem) and items[0].review.seconds == 41.5
+
+
+def test_stats_hold_the_cards_figures(folder: Path) -> None:
+    stats = json.loads((folder / "stats.json").read_text())
+    assert stats["items"] == 3 and stats["name"] == NAME
+    assert stats["window"] == {"cutoff": "2023-04", "known_until": "2023-04-30",
+                               "first_unknown_day": "2023-05-01", "until": "2024-06-30"}
+    assert stats["by_type"] == {"AAB": 1, "ABC": 2}
+    assert stats["by_difficulty"] == {"easy": 2, "hard": 1}
+    assert stats["by_month"] == {"2023-09": 2, "2023-10": 1}
+    assert stats["by_category"] == {"(none)": 1, "Disasters and accidents": 1, "Sports": 1}
+    assert stats["by_review_status"] == {"accepted": 3}
+    assert stats["generator_models"] == ["scripted-generator"]
+    assert stats["prompts"] == {"merge_questions": ["b" * 64], "unknown_question_gen": ["a" * 64]}
+    assert stats["seed"] == 0
+    assert stats["review"]["accept_rate"] == 0.75
+    assert stats["source_pages"] == {
+        "Portal:Current events/2023 October 2": 1003,
+        "Portal:Current events/2023 September 10": 1001,
+        "Portal:Current events/2023 September 11": 1002,
+    }
+
+
+def card_parts(folder: Path) -> tuple[str, str]:
+    text = (folder / "README.md").read_text(encoding="utf-8")
+    assert text.startswith("---\n")
+    header, _, body = text[4:].partition("\n---\n")
+    return header, body
+
+
+def test_the_card_header_is_yaml_the_hub_understands(folder: Path) -> None:
+    yaml = pytest.importorskip("yaml")
+    header = yaml.safe_load(card_parts(folder)[0])
+    assert header["license"] == "cc-by-sa-4.0"
+    assert header["task_categories"] == ["question-answering"]
+    assert header["language"] == ["en"]
+    assert header["size_categories"] == ["n<1K"]
+    assert header["configs"] == [
+        {"config_name": "default", "data_files": [{"split": "test", "path": "cuqa.jsonl"}]}
+    ]
+
+
+def test_the_card_body_tells_what_how_and_under_which_licence(folder: Path) -> None:
+    body = card_parts(folder)[1]
+    for expected in (
+        "# CuQA: cuqa-test-2023-04",
+        "Knowledge cutoff: **2023-04**",
+        "dated **2023-05-01** to **2024-06-30**",
+        "Items: **3**",
+        "| ABC | 2 | 67% |",
+        "| 2023-10 | 1 | 33% |",
+        "| Disasters and accidents | 1 | 33% |",
+        "Generator model(s): `scripted-generator`",
+        f"| `merge_questions` | `{'b' * 16}` |",
+        "Random seed: 0",
+        "[Portal:Current events/2023 October 2](https://en.wikipedia.org/w/index.php?title="
+        "Portal:Current_events/2023_October_2&oldid=1003)",
+        "`cuqa-build --revisions manifest.json`",
+        "| accept rate | 75% |",
+        "| agreement (multi-annotated tasks) | 0.88 over 4 |",
+        "Reject reasons: not unknown (1).",
+        "CC BY-SA 4.0",
+        "arXiv:2402.13514",
+        "@software{cuqa_builder,",
+    ):
+        assert expected in body, expected
+
+
+def test_the_release_loads_with_datasets(
+    folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    datasets = pytest.importorskip("datasets")
+    cache = str(tmp_path / "hf-cache")
+    plain = datasets.load_dataset(
+        "json", data_files=str(folder / "cuqa.jsonl"), split="train", cache_dir=cache
+    )
+    assert plain["id"] == [i.id for i in reviewed_items()]
+    by_card = datasets.load_dataset(str(folder), split="test", cache_dir=cache)
+    assert by_card.num_rows == 3 and by_card[2]["difficulty"] == "hard"
+
+
+# --- an unreviewed, offline run; errors -----------------------------------------------------
+
+
+def test_an_offline_unreviewed_run_says_so(run: Path, tmp_path: Path) -> None:
+    root = tmp_path / "output"
+    assert release(run, root, "--name", NAME) == 0
+    (run / "manifest.json").unlink()
+    (run / "review-report.json").unlink()
+    write_jsonl(run / "cuqa.jsonl", [aab().to_item()])
+
+    assert release(run, root, "--name", NAME) == 0
+
+    folder = root / NAME
+    assert not (folder / "manifest.json").exists()  # the earlier release's is gone too
+    body = card_parts(folder)[1]
+    assert "No human review report was found" in body
+    assert "there is no page manifest" in body
+    assert cuqa_builder.load(folder)[0].review.status == "unreviewed"
+
+
+def test_validate_then_release_end_to_end(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    out.mkdir()
+    write_jsonl(out / "candidates.jsonl", [aab(), abc(), hard()])
+    args = ["--out", str(out), "--cutoff", "2023-04", "--output-root", str(tmp_path / "o")]
+    assert main([*args, "--stage", "validate", "-q"]) == 0
+    assert main([*args, "--stage", "release", "--name", "e2e"]) == 0
+    assert [i.id for i in cuqa_builder.load(tmp_path / "o" / "e2e")] == [
+        aab().id, abc().id, hard().id
+    ]
+    stats = json.loads((tmp_path / "o" / "e2e" / "stats.json").read_text())
+    assert stats["validation"]["limits"]["max_question_words"] == 60
+    card = (tmp_path / "o" / "e2e" / "README.md").read_text()
+    assert "one question ending in `?`, 4-60 words, answers of at most 10 words," in card
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ((), "the release stage needs --name NAME"),
+        (("--name", "../escape"), "--name '../escape': use letters"),
+    ],
+)
+def test_release_needs_a_plain_name(
+    run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: tuple[str, ...],
+    message: str,
+) -> None:
+    assert release(run, tmp_path / "output", *extra) == 1
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "output").exists()
+
+
+def test_nothing_to_release(run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (run / "cuqa.jsonl").write_text("")
+    assert release(run, tmp_path / "output", "--name", NAME) == 1
+    assert "holds no items: nothing to release" in capsys.readouterr().err
+
+
+def test_items_of_another_cutoff_are_refused(
+    run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_jsonl(run / "cuqa.jsonl", [aab(cutoff="2023-06").to_item()])
+    assert release(run, tmp_path / "output", "--name", NAME) == 1
+    assert "items with cutoff 2023-06 in a run whose cutoff is 2023-04" in capsys.readouterr().err
+
+
+def test_the_loader_names_the_file_line_and_problem(tmp_path: Path) -> None:
+    good = aab().to_item().model_dump_json()
+    path = tmp_path / "cuqa.jsonl"
+    path.write_text(f"{good}\n\n{good[:-1]}\n")
+    with pytest.raises(DatasetError, match=rf"^{path}:3: not JSON \(.* at column \d+\)$"):
+        cuqa_builder.load(path)
+    missing = json.loads(good)
+    del missing["question"]
+    path.write_text(f"{good}\n{json.dumps(missing)}\n")
+    with pytest.raises(DatasetError, match=rf"^{path}:2: question: Field required$"):
+        cuqa_builder.load(path)
+    wrong = {**json.loads(good), "type": "XYZ", "difficulty": "medium"}
+    path.write_text(json.dumps(wrong) + "\n")
+    with pytest.raises(DatasetError, match=r":1: type: Input should be 'AAB' or 'ABC' \(and 1 "):
+        cuqa_builder.load(path)
+    with pytest.raises(FileNotFoundError, match="no CuQA dataset at"):
+        cuqa_builder.load(tmp_path / "nowhere")
