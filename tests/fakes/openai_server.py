@@ -94,6 +94,11 @@ def _completion(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
     }
 
 
+class _Server(ThreadingHTTPServer):
+    # The default listen backlog (5) refuses connections when a client opens 16 at once.
+    request_queue_size = 128
+
+
 class ScriptedLLM:
     """Run with `with ScriptedLLM(responder) as llm:`; `llm.base_url` ends in `/v1`."""
 
@@ -104,7 +109,7 @@ class ScriptedLLM:
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = _Server(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 

