@@ -1,0 +1,280 @@
+"""The generate stage: `events.jsonl` -> `candidates.jsonl` by Algorithm 1, resumable.
+
+Many events run at once (the gateway bounds the calls in flight); each candidate is appended
+and flushed the moment it is done, so a killed run loses nothing, and a re-run skips the events
+whose candidate is in the file. An event that fails for good is logged to
+`generation-failures.jsonl` (the failures of the latest run) and retried by the next run, whose
+finished calls come from the LLM cache: a failed call is asked again, while an answer that held
+no usable question is cached like any other and fails the same way (`--refresh` asks anew).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+
+from pydantic import BaseModel, Field
+from tqdm import tqdm
+
+from cuqa_builder.generation.algorithm import (
+    GenerationError,
+    Generator,
+    candidate_id,
+)
+from cuqa_builder.generation.hard import choose_pairs, merge_pair
+from cuqa_builder.jsonio import JsonlAppender, atomic_write_text, read_jsonl
+from cuqa_builder.llm.gateway import open_gateway
+from cuqa_builder.llm.settings import settings_from_args
+from cuqa_builder.llm.types import GatewayStats
+from cuqa_builder.records import Candidate, Entity, Event
+from cuqa_builder.run import CANDIDATES, EVENTS, LLM_CACHE, RunContext, save_run_info
+from cuqa_builder.stages.entities import EntityExtractor
+
+FAILURES = "generation-failures.jsonl"
+# Events in flight per allowed concurrent call: an event waits on one call at a time for most
+# of its life, so twice as many events as call slots keeps every slot busy.
+EVENTS_PER_CALL_SLOT = 2
+
+
+class GenerationFailure(BaseModel):
+    """One item the last run could not generate; the next run retries it."""
+
+    candidate_id: str
+    event_id: str | None = None
+    sub_items: list[str] = Field(default_factory=list, description="hard items: the pair")
+    step: str
+    reason: str
+
+
+@dataclass
+class Tally:
+    selected: int = 0
+    no_entities: int = 0
+    outside_window: int = 0
+    already_done: int = 0
+    aab: int = 0
+    abc: int = 0
+    fallbacks: int = 0
+    failed: int = 0
+    hard_requested: int = 0
+    hard_written: int = 0
+    hard_failed: int = 0
+
+    def count(self, item: Candidate) -> None:
+        if item.difficulty == "hard":
+            self.hard_written += 1
+            return
+        if item.type == "AAB":
+            self.aab += 1
+        else:
+            self.abc += 1
+        if item.intermediates and item.intermediates.fallback:
+            self.fallbacks += 1
+
+
+class PassageEntities:
+    """spaCy NER on known passages, off the event loop, one passage at a time."""
+
+    def __init__(self, model_name: str) -> None:
+        self.model_name = model_name
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spacy")
+        self._pipeline: Future[EntityExtractor] | None = None
+
+    def start(self) -> None:
+        """Import spaCy on this thread, then load the pipeline in the background.
+
+        spaCy imports the legacy `httpx` package, which the openai client looks up in
+        `sys.modules` while building every request: imported from another thread, it can be
+        seen half-initialised and the request fails.
+        """
+        if self._pipeline is None:
+            importlib.import_module("spacy")
+            self._pipeline = self._thread.submit(EntityExtractor, self.model_name)
+
+    def _find(self, text: str) -> list[Entity]:
+        assert self._pipeline is not None
+        return self._pipeline.result().for_texts([text])[0]
+
+    async def __call__(self, text: str) -> list[Entity]:
+        self.start()
+        return await asyncio.get_running_loop().run_in_executor(self._thread, self._find, text)
+
+    def close(self) -> None:
+        self._thread.shutdown(wait=False, cancel_futures=True)
+
+
+def _read_events(ctx: RunContext) -> list[Event]:
+    path = ctx.path(EVENTS)
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist: run the events stage first")
+    return read_jsonl(path, Event)
+
+
+def _select_events(ctx: RunContext, events: list[Event], tally: Tally) -> list[Event]:
+    """The first --limit events of the file, minus those Algorithm 1 cannot use."""
+    if ctx.options.limit is not None:
+        events = events[: ctx.options.limit]
+    tally.selected = len(events)
+    usable: dict[str, Event] = {}
+    for event in events:
+        if not ctx.window.contains(event.date):
+            tally.outside_window += 1
+        elif not event.entities:
+            tally.no_entities += 1
+        else:
+            usable.setdefault(event.id, event)
+    return list(usable.values())
+
+
+@dataclass(frozen=True)
+class _Job:
+    """One candidate to make; what to log if it fails."""
+
+    candidate_id: str
+    make: Callable[[], Awaitable[Candidate]]
+    event_id: str | None = None
+    sub_items: tuple[str, ...] = ()
+
+
+class _Writer:
+    """Appends finished candidates and failures as they come, and keeps the tally."""
+
+    def __init__(self, ctx: RunContext, tally: Tally) -> None:
+        self.tally = tally
+        self.candidates = JsonlAppender(ctx.path(CANDIDATES))
+        atomic_write_text(ctx.path(FAILURES), "")  # the failures of this run only
+        self.failures = JsonlAppender(ctx.path(FAILURES))
+
+    def done(self, item: Candidate) -> None:
+        self.candidates.append(item)
+        self.tally.count(item)
+
+    def failed(self, job: _Job, error: GenerationError) -> None:
+        self.failures.append(GenerationFailure(
+            candidate_id=job.candidate_id, event_id=job.event_id, sub_items=list(job.sub_items),
+            step=error.step, reason=error.reason,
+        ))
+        if job.sub_items:
+            self.tally.hard_failed += 1
+        else:
+            self.tally.failed += 1
+
+    def close(self) -> None:
+        self.candidates.close()
+        self.failures.close()
+
+
+async def _run_jobs(
+    ctx: RunContext, desc: str, jobs: list[_Job], writer: _Writer, limit: int,
+    stats: GatewayStats,
+) -> None:
+    """Run jobs concurrently, at most `limit` at a time, started in list order."""
+    gate = asyncio.Semaphore(limit)
+    bar = tqdm(total=len(jobs), desc=desc, unit="item", disable=ctx.options.quiet or not jobs)
+
+    async def run_one(job: _Job) -> None:
+        async with gate:
+            try:
+                writer.done(await job.make())
+            except GenerationError as exc:
+                writer.failed(job, exc)
+        bar.set_postfix(
+            calls=stats.calls, hits=stats.cache_hits,
+            tokens=stats.prompt_tokens + stats.completion_tokens, cost=f"${stats.cost:.4f}",
+            refresh=False,
+        )
+        bar.update(1)
+
+    with bar:
+        await asyncio.gather(*(run_one(job) for job in jobs))
+
+
+def _easy_jobs(generator: Generator, events: list[Event]) -> list[_Job]:
+    return [
+        _Job(candidate_id(generator.seed, e.id), partial(generator.easy, e), event_id=e.id)
+        for e in events
+    ]
+
+
+def _hard_jobs(
+    ctx: RunContext, generator: Generator, entities: dict[str, list[Entity]]
+) -> list[_Job]:
+    """Pairs still to merge; hard items already in the file count towards --hard."""
+    requested = ctx.options.hard
+    items = read_jsonl(ctx.path(CANDIDATES), Candidate)
+    done = {item.id for item in items if item.difficulty == "hard"}
+    easy = [item for item in items if item.difficulty == "easy"]
+    pairs = [p for p in choose_pairs(easy, entities, generator.seed, requested) if p.id not in done]
+    return [
+        _Job(p.id, partial(merge_pair, generator, p), sub_items=(p.first.id, p.second.id))
+        for p in pairs[: max(0, requested - len(done))]
+    ]
+
+
+async def _run(ctx: RunContext, tally: Tally) -> tuple[str, GatewayStats]:
+    all_events = _read_events(ctx)
+    events = _select_events(ctx, all_events, tally)
+    seed = ctx.options.seed
+    done = {item.id for item in read_jsonl(ctx.path(CANDIDATES), Candidate)}
+    todo = [e for e in events if candidate_id(seed, e.id) not in done]
+    tally.already_done = len(events) - len(todo)
+    tally.hard_requested = ctx.options.hard
+    settings = settings_from_args(ctx.options, default_cache=ctx.path(LLM_CACHE))
+    in_flight = EVENTS_PER_CALL_SLOT * settings.concurrency
+    find_entities = PassageEntities(ctx.options.spacy_model)
+    writer = _Writer(ctx, tally)
+    try:
+        async with open_gateway(settings) as gateway:
+            generator = Generator(gateway, find_entities, seed=seed, cutoff=ctx.window.label)
+            save_run_info(ctx.out, generation={
+                "model": gateway.model, "seed": seed,
+                "sampling": generator.sampling.model_dump(),
+                "prompts": generator.prompt_hashes, "hard": ctx.options.hard,
+            })
+            if todo:
+                find_entities.start()  # the pipeline loads while the first calls are answered
+            await _run_jobs(ctx, "generate", _easy_jobs(generator, todo), writer, in_flight,
+                            gateway.stats)
+            if ctx.options.hard:
+                entities = {e.id: e.entities for e in all_events}
+                await _run_jobs(ctx, "hard", _hard_jobs(ctx, generator, entities), writer,
+                                in_flight, gateway.stats)
+            return gateway.model, gateway.stats.model_copy()
+    finally:
+        writer.close()
+        find_entities.close()
+
+
+def _summary(ctx: RunContext, tally: Tally, model: str, stats: GatewayStats, wall: float) -> str:
+    skipped = [f"{n} {why}" for n, why in ((tally.no_entities, "without entities"),
+                                           (tally.outside_window, "outside the window")) if n]
+    lines = [
+        f"generate: {tally.selected} events"
+        + (f" ({', '.join(skipped)} skipped)" if skipped else "")
+        + f"; {tally.aab + tally.abc} new candidates (AAB {tally.aab}, ABC {tally.abc}"
+        + (f"; {tally.fallbacks} ABC draws fell back to AAB" if tally.fallbacks else "")
+        + f"), {tally.already_done} already done, {tally.failed} failed",
+    ]
+    if tally.hard_requested:
+        lines.append(f"  hard: {tally.hard_written} new (requested {tally.hard_requested}), "
+                     f"{tally.hard_failed} failed")
+    if tally.failed or tally.hard_failed:
+        lines.append(f"  failures: {ctx.path(FAILURES)} (run again to retry them)")
+    lines.append(
+        f"  LLM {model}: {stats.calls} calls, {stats.cache_hits} cache hits, "
+        f"{stats.prompt_tokens + stats.completion_tokens} tokens, ${stats.cost:.4f}; "
+        f"wall {wall:.1f} s -> {ctx.path(CANDIDATES)}"
+    )
+    return "\n".join(lines)
+
+
+def run(ctx: RunContext) -> str:
+    started = time.perf_counter()
+    tally = Tally()
+    model, stats = asyncio.run(_run(ctx, tally))
+    return _summary(ctx, tally, model, stats, time.perf_counter() - started)
