@@ -1,0 +1,142 @@
+"""Run one method over a dataset: concurrent, traced, scored, resumable.
+
+Each finished item is appended (and flushed) to `predictions.jsonl` at once, so a killed run
+loses nothing and a re-run skips every id already there. `metrics.json` is rewritten at the end
+from every prediction of the items asked for. `eval.json` records what the directory holds; a
+re-run with other settings is refused rather than mixed into it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from cuqa_builder.evaluation.metrics import exact_match, f1_score, metrics
+from cuqa_builder.evaluation.records import EvalItem, Prediction
+from cuqa_builder.jsonio import JsonlAppender, atomic_write_json, iter_jsonl
+from cuqa_builder.judge import judge
+from cuqa_builder.llm.types import LLMError
+from cuqa_builder.solvers.base import Gateway, Retriever, Solver, SolverOptions, SolverRun
+
+log = logging.getLogger(__name__)
+
+PREDICTIONS = "predictions.jsonl"
+METRICS = "metrics.json"
+SETTINGS = "eval.json"
+
+
+class EvalError(RuntimeError):
+    pass
+
+
+@dataclass
+class Evaluation:
+    """One method over one dataset; `settings` describe the run (method, options, model...)."""
+
+    solver: Solver
+    gateway: Gateway
+    retriever: Retriever | None
+    options: SolverOptions
+    settings: dict[str, Any]
+    judge_gateway: Gateway | None = None
+    items_in_flight: int = 32  # enough items to keep the gateway's concurrency busy
+    progress: bool = True
+
+
+@dataclass
+class Outcome:
+    metrics: dict[str, Any]
+    new: int
+    resumed: int
+    failed: int
+
+    def summary(self, out: Path) -> str:
+        m = self.metrics
+        acc = f" acc {m['acc']:.3f}" if m["acc"] is not None else ""
+        failed = f", {self.failed} failed (re-run to retry)" if self.failed else ""
+        return (
+            f"{m['run']['method']}: n {m['n']} em {m['em']:.3f} f1 {m['f1']:.3f}{acc}; "
+            f"retrieval calls {m['retrieval_calls']['mean']:.2f}/question; "
+            f"{self.new} new, {self.resumed} resumed{failed} -> {out / METRICS}"
+        )
+
+
+async def evaluate(evaluation: Evaluation, items: Sequence[EvalItem], out: Path) -> Outcome:
+    out.mkdir(parents=True, exist_ok=True)
+    _claim_directory(out, evaluation.settings)
+    done = {p.id: p for p in iter_jsonl(out / PREDICTIONS, Prediction)}
+    todo = [item for item in items if item.id not in done]
+    failed = 0
+    gate = asyncio.Semaphore(evaluation.items_in_flight)
+    bar = tqdm(total=len(items), initial=len(items) - len(todo), unit="q",
+               desc=str(evaluation.settings.get("method", "eval")),
+               disable=not evaluation.progress)
+
+    async def one(item: EvalItem, appender: JsonlAppender) -> None:
+        nonlocal failed
+        async with gate:
+            try:
+                prediction = await predict(evaluation, item)
+            except LLMError as exc:
+                failed += 1
+                log.warning("%s: gave up on this item: %s", item.id, exc)
+                return
+        appender.append(prediction)  # the event loop is single-threaded: no interleaving
+        done[item.id] = prediction
+        bar.update()
+
+    try:
+        with JsonlAppender(out / PREDICTIONS) as appender:
+            await asyncio.gather(*(one(item, appender) for item in todo))
+    finally:
+        bar.close()
+    finished = [done[item.id] for item in items if item.id in done]
+    report = {"run": evaluation.settings, "complete": len(finished) == len(items),
+              **metrics(finished)}
+    atomic_write_json(out / METRICS, report)
+    return Outcome(report, new=len(todo) - failed, resumed=len(items) - len(todo), failed=failed)
+
+
+async def predict(evaluation: Evaluation, item: EvalItem) -> Prediction:
+    run = SolverRun(evaluation.gateway, evaluation.retriever, evaluation.options)
+    answer = (await evaluation.solver(item.question, run)).strip()
+    acc = None
+    if evaluation.judge_gateway is not None:
+        acc = await judge(evaluation.judge_gateway, item.question, answer, item.answers)
+    return Prediction(
+        id=item.id, question=item.question, answers=item.answers, type=item.type,
+        difficulty=item.difficulty, prediction=answer,
+        em=exact_match(answer, item.answers), f1=f1_score(answer, item.answers), acc=acc,
+        routes=dict(Counter(step.name for step in run.trace if step.kind == "route")),
+        retrieval_calls=run.retrieval_calls, llm_calls=run.llm_calls,
+        prompt_tokens=run.prompt_tokens, completion_tokens=run.completion_tokens,
+        cost=run.cost, trace=run.trace,
+    )
+
+
+def _claim_directory(out: Path, settings: dict[str, Any]) -> None:
+    path = out / SETTINGS
+    settings = json.loads(json.dumps(settings, default=str))  # compare as it reads back
+    if path.exists():
+        recorded = json.loads(path.read_text(encoding="utf-8"))
+        if recorded != settings:
+            changed = sorted(k for k in recorded.keys() | settings.keys()
+                             if recorded.get(k) != settings.get(k))
+            raise EvalError(
+                f"{out} holds a run with other settings ({', '.join(changed)} differ); "
+                "use another --out"
+            )
+    else:
+        atomic_write_json(path, settings)
+
+
+def load_predictions(out: Path) -> list[Prediction]:
+    return list(iter_jsonl(out / PREDICTIONS, Prediction))

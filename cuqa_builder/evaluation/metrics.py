@@ -1,0 +1,124 @@
+"""EM and F1 (SQuAD-style, best over every gold answer and alias), aggregates, and the
+compositionality gap of the Self-Ask paper (Press et al., 2023, section 2)."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from statistics import fmean
+from typing import Any
+
+from pydantic import BaseModel
+
+from cuqa_builder.evaluation.records import Prediction
+from cuqa_builder.text import normalize_answer
+
+YES_NO = frozenset({"yes", "no"})
+COUNTS = ("retrieval_calls", "llm_calls", "tokens", "cost")
+
+
+def _tokens_against(prediction: str, gold: str) -> tuple[list[str], list[str]]:
+    """Normalised tokens of both; against a yes/no gold, a prediction opening with yes or no
+    ("Yes, it was held in ...") is read as that one word."""
+    pred = normalize_answer(prediction).split()
+    want = normalize_answer(gold).split()
+    if want in (["yes"], ["no"]) and pred and pred[0] in YES_NO:
+        pred = pred[:1]
+    return pred, want
+
+
+def _exact(prediction: str, gold: str) -> float:
+    pred, want = _tokens_against(prediction, gold)
+    return float(bool(pred) and pred == want)
+
+
+def _f1(prediction: str, gold: str) -> float:
+    pred, want = _tokens_against(prediction, gold)
+    common = sum((Counter(pred) & Counter(want)).values())
+    if not pred or not want or common == 0:
+        return 0.0
+    precision, recall = common / len(pred), common / len(want)
+    return 2 * precision * recall / (precision + recall)
+
+
+def exact_match(prediction: str, golds: Sequence[str]) -> float:
+    return max((_exact(prediction, g) for g in golds), default=0.0)
+
+
+def f1_score(prediction: str, golds: Sequence[str]) -> float:
+    return max((_f1(prediction, g) for g in golds), default=0.0)
+
+
+# --- aggregates --------------------------------------------------------------------------
+
+
+def _count(prediction: Prediction, name: str) -> float:
+    return float(getattr(prediction, name))
+
+
+def summarize(predictions: Sequence[Prediction]) -> dict[str, Any]:
+    """Means of EM/F1 (and Acc over the judged items), mean and total of every count."""
+    judged = [p.acc for p in predictions if p.acc is not None]
+    summary: dict[str, Any] = {
+        "n": len(predictions),
+        "em": fmean(p.em for p in predictions) if predictions else 0.0,
+        "f1": fmean(p.f1 for p in predictions) if predictions else 0.0,
+        "acc": fmean(judged) if judged else None,
+        "judged": len(judged),
+    }
+    for name in COUNTS:
+        values = [_count(p, name) for p in predictions]
+        summary[name] = {"mean": fmean(values) if values else 0.0, "total": sum(values)}
+    return summary
+
+
+def _grouped(
+    predictions: Iterable[Prediction], key: Callable[[Prediction], str | None]
+) -> dict[str, dict[str, Any]]:
+    groups: dict[str, list[Prediction]] = defaultdict(list)
+    for prediction in predictions:
+        label = key(prediction)
+        if label is not None:
+            groups[label].append(prediction)
+    return {label: summarize(group) for label, group in sorted(groups.items())}
+
+
+def metrics(predictions: Sequence[Prediction]) -> dict[str, Any]:
+    """The whole of `metrics.json` minus the run settings."""
+    return {
+        **summarize(predictions),
+        "by_type": _grouped(predictions, lambda p: p.type),
+        "by_difficulty": _grouped(predictions, lambda p: p.difficulty),
+    }
+
+
+# --- compositionality gap ----------------------------------------------------------------
+
+
+class GapResult(BaseModel):
+    """Counts behind the gap, so a reader can check it (the paper's table columns)."""
+
+    items: int  # composed questions that have sub-questions
+    subs_all_right: int
+    subs_right_composed_right: int
+    subs_right_composed_wrong: int
+    gap: float | None  # subs_right_composed_wrong / subs_all_right; None when nothing qualifies
+
+
+def compositionality_gap(
+    composed: dict[str, bool], sub_questions: dict[str, list[bool]]
+) -> GapResult:
+    """`composed`: item id -> composed question right; `sub_questions`: item id -> each of its
+    sub-questions right. Among items whose sub-questions are all right, the share whose
+    composed question is wrong."""
+    qualifying = [
+        item for item, subs in sub_questions.items() if subs and all(subs) and item in composed
+    ]
+    wrong = sum(1 for item in qualifying if not composed[item])
+    return GapResult(
+        items=sum(1 for item, subs in sub_questions.items() if subs and item in composed),
+        subs_all_right=len(qualifying),
+        subs_right_composed_right=len(qualifying) - wrong,
+        subs_right_composed_wrong=wrong,
+        gap=wrong / len(qualifying) if qualifying else None,
+    )

@@ -1,0 +1,73 @@
+"""Parameter sweeps of the Self-DC paper's section 6: alpha with beta fixed (Figure 4), beta with
+alpha fixed (Figure 5), the depth t (Table 3) and the number of retrieved passages (Figure 6).
+
+Each setting is an ordinary run in `OUT/PARAM=VALUE/`. Settings run one after another through
+the same cached gateway, so a call two settings share (the same prompt, e.g. the confidence of
+the same question) is made once and served from the cache afterwards. `OUT/sweep.json` lists the
+settings and their metrics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from cuqa_builder.evaluation.harness import Evaluation, evaluate
+from cuqa_builder.evaluation.records import EvalItem
+from cuqa_builder.jsonio import atomic_write_json
+
+SWEEP = "sweep.json"
+
+# The paper's grids (section 6.1-6.3).
+DEFAULT_VALUES: dict[str, tuple[float, ...]] = {
+    "alpha": (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),
+    "beta": (0.1, 0.2, 0.3, 0.4, 0.5),
+    "depth": (2, 3, 4),
+    "top-k": (1, 2, 3, 4, 5),
+}
+INTEGER_PARAMS = frozenset({"depth", "top-k"})
+
+
+def option_field(param: str, method: str) -> str:
+    """The SolverOptions field a sweep parameter sets (RA-ISF has its own depth threshold)."""
+    if param == "depth":
+        return "raisf_depth" if method == "ra-isf" else "depth"
+    return {"alpha": "alpha", "beta": "beta", "top-k": "top_k"}[param]
+
+
+def parse_values(param: str, values: Sequence[str] | None) -> list[float | int]:
+    if not values:
+        return list(DEFAULT_VALUES[param])
+    kind = int if param in INTEGER_PARAMS else float
+    return [kind(v) for v in values]
+
+
+def setting_dir(out: Path, param: str, value: float | int) -> Path:
+    return out / f"{param}={value:g}"
+
+
+async def sweep(
+    evaluation: Evaluation, items: Sequence[EvalItem], out: Path, param: str,
+    values: Sequence[float | int],
+) -> list[dict[str, Any]]:
+    field = option_field(param, str(evaluation.settings.get("method")))
+    rows: list[dict[str, Any]] = []
+    for value in values:
+        options = evaluation.options.model_copy(update={field: value})
+        settings = {**evaluation.settings, "options": options.model_dump()}
+        outcome = await evaluate(
+            replace(evaluation, options=options, settings=settings), items,
+            setting_dir(out, param, value),
+        )
+        rows.append({"value": value, **_headline(outcome.metrics)})
+        # Rewritten after every setting, so a killed sweep still shows what it finished.
+        atomic_write_json(out / SWEEP, {"param": param, "run": evaluation.settings,
+                                        "settings": rows})
+    return rows
+
+
+def _headline(metrics: dict[str, Any]) -> dict[str, Any]:
+    keys = ("n", "em", "f1", "acc", "retrieval_calls", "llm_calls", "tokens", "cost", "complete")
+    return {key: metrics[key] for key in keys}

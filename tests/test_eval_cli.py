@@ -1,0 +1,312 @@
+"""`cuqa-eval` end to end: the real CLI, gateway and solvers against the scripted OpenAI server.
+
+The scripted model knows a few facts: it answers closed-book questions from a fixed table and
+reads passages honestly (it answers only when the passage holds the fact), so every EM, F1, Acc,
+gap and call count below is computed by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cuqa_builder.cli.evaluate import main
+from cuqa_builder.jsonio import write_jsonl
+from cuqa_builder.records import CuqaItem, Event, EventRef, EventSource, GeneratorInfo, SubQuestion
+from tests.fakes.openai_server import Reply, ScriptedLLM, last_user_message
+from tests.test_eval_inputs import freshqa_row, write_freshqa
+
+Q_SUMMIT = "Which country hosted the first AI Safety Summit?"
+Q_OPEN = "Who won the 2023 US Open women's singles title?"
+Q_G20 = "In which city was the 2023 G20 summit held?"
+# question -> (closed-book answer, the fact a passage must hold, the answer read from it)
+MODEL = {
+    Q_SUMMIT: ("the UK.", "AI Safety Summit", "United Kingdom"),
+    Q_OPEN: ("Serena Williams", "Coco Gauff", "Coco Gauff"),
+    Q_G20: ("Delhi", "G20 summit", "New Delhi"),
+    "Where was the first AI Safety Summit held?": ("Bletchley Park", "", ""),
+    "Which country is Bletchley Park in?": ("United Kingdom", "", ""),
+    "Which tournament did Coco Gauff win in September 2023?": ("the US Open", "", ""),
+    "Which American tennis player was born in 2004?": ("Coco Gauff", "", ""),
+    "Which group held its 2023 summit in India?": ("the G7", "", ""),
+    "What is the capital of India?": ("New Delhi", "", ""),
+}
+FACTS = {
+    "AI Safety Summit": "The first AI Safety Summit is held at Bletchley Park, United Kingdom.",
+    "Coco Gauff": "Coco Gauff wins the US Open women's singles title.",
+    "G20 summit": "The G20 summit is held in New Delhi, India.",
+}
+SOURCE = EventSource(title="2023", revid=1, url="https://en.wikipedia.org/wiki/2023")
+
+
+def scripted_model(broken: set[str]) -> Any:
+    """A responder: closed-book answers, honest reading, verbal confidence 90%, a lenient judge.
+    Questions in `broken` get HTTP 400 (a refusal the gateway does not retry)."""
+
+    def respond(body: dict[str, Any]) -> Reply:
+        prompt = last_user_message(body)
+        if prompt.startswith("In the following task"):
+            prediction = prompt.split("Prediction:\n")[1].split("\n\nGround-truth")[0].lower()
+            golds = prompt.split("Ground-truth Answer:\n")[1].split("\n\nDoes the")[0]
+            hit = any(g.lower() in prediction or prediction in g.lower()
+                      for g in golds.splitlines())
+            return Reply("Yes" if hit else "No")
+        question = (re.search(r"Question: (.*)", prompt) or re.search(r"(.*)$", prompt)).group(1)
+        if question in broken:
+            return Reply("refused", status=400)
+        closed_book, fact, read_answer = MODEL[question]
+        if "indicate your level of confidence" in prompt:
+            return Reply(f"Answer: {closed_book}\nConfidence (0-100): 90%")
+        if prompt.startswith("Generate a background document"):
+            return Reply(FACTS.get(fact, "No background is known."))
+        if prompt.startswith("Refer to the passage below"):
+            passage = prompt.split("Passage: ")[1].split("\nQuestion:")[0]
+            return Reply(read_answer if fact and fact in passage else "unknown")
+        return Reply(closed_book)
+
+    return respond
+
+
+def cuqa_item(id: str, question: str, answer: str, aliases: list[str], type: str,
+              difficulty: str, subs: list[tuple[str, str, str]]) -> CuqaItem:
+    return CuqaItem(
+        id=id, question=question, answer=answer, answer_aliases=aliases, type=type,
+        difficulty=difficulty,
+        sub_questions=[SubQuestion(question=q, answer=a, kind=k) for q, a, k in subs],
+        event=EventRef(id=f"ev-{id}", date=date(2023, 11, 1), text="event", source_title="2023",
+                       revid=1),
+        cutoff="2023-04", generator=GeneratorInfo(model="m"),
+    )
+
+
+ITEMS = [
+    cuqa_item("c1", Q_SUMMIT, "United Kingdom", ["UK"], "ABC", "easy", [
+        ("Where was the first AI Safety Summit held?", "Bletchley Park", "unknown"),
+        ("Which country is Bletchley Park in?", "United Kingdom", "known")]),
+    cuqa_item("c2", Q_OPEN, "Coco Gauff", [], "AAB", "easy", [
+        ("Which tournament did Coco Gauff win in September 2023?", "US Open", "unknown"),
+        ("Which American tennis player was born in 2004?", "Coco Gauff", "known")]),
+    cuqa_item("c3", Q_G20, "New Delhi", [], "ABC", "hard", [
+        ("Which group held its 2023 summit in India?", "G20", "unknown"),
+        ("What is the capital of India?", "New Delhi", "known")]),
+]
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-eval-000000")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    write_jsonl(tmp_path / "cuqa.jsonl", ITEMS)
+    events = [Event(id=f"ev-{n}", date=date(2023, 11, n), text=text, source=SOURCE)
+              for n, text in enumerate(FACTS.values(), start=1)]
+    events.append(Event(id="ev-9", date=date(2023, 11, 9), source=SOURCE,
+                        text="A summit on climate finance is held in Paris."))
+    write_jsonl(tmp_path / "events.jsonl", events)
+    return tmp_path
+
+
+def cli(llm: ScriptedLLM, work: Path, out: str, *args: str) -> int:
+    return main([*args, "--model", "scripted", "--base-url", llm.base_url,
+                 "--out", str(work / out), "-q"])
+
+
+def read_lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_run_direct_scores_counts_and_resumes(workspace: Path) -> None:
+    data = str(workspace / "cuqa.jsonl")
+    with ScriptedLLM(scripted_model(broken=set())) as llm:
+        # No subcommand: `run` is implied.
+        assert cli(llm, workspace, "direct", "--data", data, "--method", "direct",
+                   "--no-cache") == 0
+        assert llm.calls == 3
+        # A re-run finds every item done and makes no call, cache or no cache.
+        assert cli(llm, workspace, "direct", "run", "--data", data, "--method", "direct",
+                   "--no-cache") == 0
+        assert llm.calls == 3
+
+    predictions = {p["id"]: p for p in read_lines(workspace / "direct" / "predictions.jsonl")}
+    assert predictions["c1"]["prediction"] == "the UK"
+    assert (predictions["c1"]["em"], predictions["c1"]["f1"]) == (1.0, 1.0)  # alias "UK"
+    assert (predictions["c2"]["em"], predictions["c2"]["f1"]) == (0.0, 0.0)
+    assert predictions["c3"]["f1"] == pytest.approx(2 / 3)  # "delhi" vs "new delhi"
+    assert predictions["c1"]["acc"] is None  # no judge
+    step = predictions["c1"]["trace"][0]
+    assert (step["kind"], step["name"], step["output"]) == ("llm", "solver_direct", "the UK.")
+    assert Q_SUMMIT in step["input"]
+    assert (predictions["c1"]["llm_calls"], predictions["c1"]["retrieval_calls"]) == (1, 0)
+    assert predictions["c1"]["prompt_tokens"] > 0
+
+    m = json.loads((workspace / "direct" / "metrics.json").read_text())
+    assert m["n"] == 3 and m["complete"]
+    assert m["em"] == pytest.approx(1 / 3)
+    assert m["f1"] == pytest.approx((1 + 0 + 2 / 3) / 3)
+    assert m["acc"] is None
+    assert m["llm_calls"] == {"mean": 1.0, "total": 3}
+    assert m["retrieval_calls"] == {"mean": 0.0, "total": 0}
+    assert m["by_type"]["ABC"]["em"] == pytest.approx(0.5)
+    assert m["by_difficulty"]["hard"]["f1"] == pytest.approx(2 / 3)
+    assert m["run"]["method"] == "direct" and m["run"]["model"] == "scripted"
+
+
+def test_interrupted_run_redoes_only_the_missing_item(workspace: Path, capsys) -> None:
+    data = str(workspace / "cuqa.jsonl")
+    broken = {Q_G20}
+    with ScriptedLLM(scripted_model(broken)) as llm:
+        assert cli(llm, workspace, "run", "--data", data, "--method", "direct") == 0
+        assert "2 new, 0 resumed, 1 failed (re-run to retry)" in capsys.readouterr().out
+        m = json.loads((workspace / "run" / "metrics.json").read_text())
+        assert (m["n"], m["complete"]) == (2, False)
+        # Simulate a kill in the middle of writing a line: the half line is dropped on resume.
+        predictions = workspace / "run" / "predictions.jsonl"
+        predictions.write_text(predictions.read_text() + '{"id": "c3", "questi')
+        broken.clear()
+        calls = llm.calls
+        assert cli(llm, workspace, "run", "--data", data, "--method", "direct") == 0
+        assert llm.calls == calls + 1  # only c3 is asked
+    assert "1 new, 2 resumed" in capsys.readouterr().out
+    assert sorted(p["id"] for p in read_lines(predictions)) == ["c1", "c2", "c3"]
+    assert json.loads((workspace / "run" / "metrics.json").read_text())["complete"]
+
+
+def test_other_settings_in_the_same_directory_are_refused(workspace: Path, capsys) -> None:
+    data = str(workspace / "cuqa.jsonl")
+    with ScriptedLLM(scripted_model(set())) as llm:
+        assert cli(llm, workspace, "run", "--data", data, "--method", "direct") == 0
+        assert cli(llm, workspace, "run", "--data", data, "--method", "cot") == 1
+    assert "holds a run with other settings (method differ)" in capsys.readouterr().err
+
+
+def test_retrieval_needs_a_corpus(workspace: Path, capsys) -> None:
+    with ScriptedLLM(scripted_model(set())) as llm:
+        assert cli(llm, workspace, "rr", "--data", str(workspace / "cuqa.jsonl"),
+                   "--method", "rr") == 1
+        assert llm.calls == 0
+    assert "--method rr retrieves: give --corpus" in capsys.readouterr().err
+
+
+def test_rr_with_an_index_and_a_judge(workspace: Path) -> None:
+    data = str(workspace / "cuqa.jsonl")
+    assert main(["index", "--events", str(workspace / "events.jsonl"),
+                 "--out", str(workspace / "index")]) == 0
+    with ScriptedLLM(scripted_model(set())) as llm:
+        assert cli(llm, workspace, "rr", "--data", data, "--method", "rr",
+                   "--corpus", str(workspace / "index"), "--top-k", "2",
+                   "--judge-model", "judge") == 0
+        judged = [r for r in llm.requests if r["model"] == "judge"]
+        assert len(judged) == 3 and llm.calls == 6
+    predictions = {p["id"]: p for p in read_lines(workspace / "rr" / "predictions.jsonl")}
+    for item in ITEMS:
+        p = predictions[item.id]
+        assert (p["prediction"], p["em"], p["acc"]) == (item.answer, 1.0, True)
+        assert (p["retrieval_calls"], p["llm_calls"]) == (1, 1)
+        retrieval = p["trace"][0]
+        assert (retrieval["kind"], retrieval["name"], retrieval["input"]) == (
+            "retrieval", "bm25", item.question)
+        assert len(retrieval["data"]["passages"]) == 2
+    m = json.loads((workspace / "rr" / "metrics.json").read_text())
+    assert (m["em"], m["acc"], m["judged"]) == (1.0, 1.0, 3)
+    assert m["retrieval_calls"] == {"mean": 1.0, "total": 3}
+    assert m["run"]["retriever"]["name"] == "bm25"
+    assert m["run"]["judge_model"] == "judge"
+
+
+def test_events_corpus_is_indexed_into_the_run_directory(workspace: Path) -> None:
+    data = str(workspace / "cuqa.jsonl")
+    with ScriptedLLM(scripted_model(set())) as llm:
+        assert cli(llm, workspace, "rr", "--data", data, "--method", "rr",
+                   "--corpus", str(workspace / "events.jsonl")) == 0
+    assert (workspace / "rr" / "index" / "corpus.json").is_file()
+    assert json.loads((workspace / "rr" / "metrics.json").read_text())["em"] == 1.0
+
+
+def test_gap(workspace: Path, capsys) -> None:
+    with ScriptedLLM(scripted_model(set())) as llm:
+        assert cli(llm, workspace, "gap", "gap", "--data", str(workspace / "cuqa.jsonl"),
+                   "--method", "direct") == 0
+        assert llm.calls == 3 + 6  # composed questions, then their sub-questions
+    # c1: subs right, composed right; c2: subs right, composed wrong; c3: a sub wrong.
+    gap = json.loads((workspace / "gap" / "gap.json").read_text())
+    assert (gap["items"], gap["subs_all_right"], gap["subs_right_composed_wrong"]) == (3, 2, 1)
+    assert gap["gap"] == pytest.approx(0.5)
+    assert gap["correct_by"] == "exact match"
+    assert "compositionality gap 50.0%" in capsys.readouterr().out
+    subs = read_lines(workspace / "gap" / "sub-questions" / "predictions.jsonl")
+    assert {p["id"] for p in subs} == {f"c{i}/sub{j}" for i in (1, 2, 3) for j in (1, 2)}
+    assert {p["type"] for p in subs} == {"known", "unknown"}
+
+
+def test_sweep_reuses_shared_calls_and_report(workspace: Path) -> None:
+    data = str(workspace / "cuqa.jsonl")
+    with ScriptedLLM(scripted_model(set())) as llm:
+        # Confidence 0.9 is above alpha+beta for both alphas: each item takes the generate
+        # branch (confidence, generate, read) and the second setting repeats the first's calls.
+        assert cli(llm, workspace, "sweep", "sweep", "--data", data, "--param", "alpha",
+                   "--values", "0.3", "0.6", "--beta", "0.1", "--judge-model", "scripted",
+                   "--corpus", str(workspace / "events.jsonl")) == 0
+        assert llm.calls == 3 * 3 + 3  # three calls per item, plus one judgement per item
+        assert cli(llm, workspace, "direct", "--data", data, "--method", "direct") == 0
+        assert cli(llm, workspace, "rr", "--data", data, "--method", "rr",
+                   "--corpus", str(workspace / "events.jsonl")) == 0
+        assert cli(llm, workspace, "gap", "gap", "--data", data, "--method", "direct") == 0
+
+    sweep = json.loads((workspace / "sweep" / "sweep.json").read_text())
+    assert [s["value"] for s in sweep["settings"]] == [0.3, 0.6]
+    assert all(s["em"] == 1.0 and s["acc"] == 1.0 for s in sweep["settings"])
+    for alpha in ("0.3", "0.6"):
+        run = workspace / "sweep" / f"alpha={alpha}"
+        assert json.loads((run / "eval.json").read_text())["options"]["alpha"] == float(alpha)
+        for p in read_lines(run / "predictions.jsonl"):
+            routes = [s for s in p["trace"] if s["kind"] == "route"]
+            assert [r["data"]["branch"] for r in routes] == ["generate"]
+            assert p["routes"] == {"self-dc": 1}
+            assert p["llm_calls"] == 3
+
+    report = workspace / "report.md"
+    assert main(["report", str(workspace / "direct"), str(workspace / "rr"),
+                 str(workspace / "sweep"), str(workspace / "gap"), "--out", str(report)]) == 0
+    text = report.read_text()
+    assert "| *w/o retrieval* |" in text and "| *w/ retrieval* |" in text
+    assert text.index("| Direct |") < text.index("| RR |")
+    assert "| Direct | 33.3 | 55.6 | – | 0.00 | 0 | 1.00 | 3 |" in text
+    assert "| RR | 100.0 | 100.0 | – | 1.00 | 3 | 1.00 | 3 |" in text
+    assert "| Direct | hard | 1 | 0.0 | 66.7 | – | 0.00 |" in text
+    assert "## Sweep over alpha" in text
+    assert "| 0.3 | 100.0 | 100.0 | 100.0 | 0 | 3 |" in text
+    assert "![alpha sweep](report-alpha.png)" in text
+    assert (workspace / "report-alpha.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "## Compositionality gap" in text and "| 50.0 | exact match |" in text
+
+
+def test_report_of_a_directory_without_results(workspace: Path, capsys) -> None:
+    assert main(["report", str(workspace), "--out", str(workspace / "r.md")]) == 1
+    assert "holds no metrics.json" in capsys.readouterr().err
+
+
+def test_freshqa_split_runs_concurrently_up_to_the_gateway_bound(workspace: Path) -> None:
+    rows = [freshqa_row(str(n), "TEST" if n < 4 else "DEV", question, [answer], "")
+            for n, (question, answer) in enumerate(
+                [(q, MODEL[q][0]) for q in list(MODEL)[:6]])]
+    write_freshqa(workspace / "freshqa.csv", rows)
+    slow = scripted_model(set())
+
+    def respond(body: dict[str, Any]) -> Reply:
+        reply = slow(body)
+        reply.delay_s = 0.3
+        return reply
+
+    with ScriptedLLM(respond) as llm:
+        assert cli(llm, workspace, "fresh", "--data", str(workspace / "freshqa.csv"),
+                   "--split", "test", "--method", "direct", "--concurrency", "3") == 0
+        assert llm.calls == 4
+        assert llm.max_in_flight == 3  # items run together, as many calls as the bound allows
+    m = json.loads((workspace / "fresh" / "metrics.json").read_text())
+    assert (m["n"], m["em"], m["run"]["split"]) == (4, 1.0, "test")
+    ids = [p["id"] for p in read_lines(workspace / "fresh" / "predictions.jsonl")]
+    assert sorted(ids) == ["freshqa-0", "freshqa-1", "freshqa-2", "freshqa-3"]

@@ -1,0 +1,81 @@
+"""The Acc judge through the real gateway and the scripted OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from cuqa_builder.judge import judge, parse_verdict
+from cuqa_builder.llm.gateway import open_gateway
+from cuqa_builder.llm.settings import LLMSettings
+from cuqa_builder.prompts import load_prompt
+from tests.fakes.openai_server import RuleResponder, ScriptedLLM, last_user_message
+
+
+@pytest.fixture(autouse=True)
+def dummy_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-judge-000000")
+
+
+def run_judge(llm: ScriptedLLM, tmp_path: Path, prediction: str, answers: list[str]) -> bool:
+    settings = LLMSettings(model="scripted", base_url=llm.base_url,
+                           cache_path=tmp_path / "c.sqlite")
+
+    async def go() -> bool:
+        async with open_gateway(settings) as gateway:
+            return await judge(gateway, "Which city hosted the summit?", prediction, answers)
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize(
+    ("reply", "verdict"),
+    [
+        ("Yes", True),
+        ("No", False),
+        ("**Yes**", True),
+        ("Answer: no.", False),
+        ("YES - the prediction names the city.", True),
+        ("Not sure", False),  # neither word: counted as No
+        ("", False),
+    ],
+)
+def test_verdicts_are_parsed(tmp_path: Path, reply: str, verdict: bool) -> None:
+    with ScriptedLLM(RuleResponder([], default=reply)) as llm:
+        assert run_judge(llm, tmp_path, "It was Bletchley Park", ["Bletchley Park"]) is verdict
+        assert llm.calls == 1
+
+
+def test_prompt_carries_question_prediction_and_every_answer(tmp_path: Path) -> None:
+    with ScriptedLLM(RuleResponder([], default="Yes")) as llm:
+        run_judge(llm, tmp_path, "New Delhi", ["New Delhi", "Delhi"])
+        prompt = last_user_message(llm.requests[0])
+        body = llm.requests[0]
+    assert "Question:\nWhich city hosted the summit?" in prompt
+    assert "Prediction:\nNew Delhi" in prompt
+    assert "Ground-truth Answer:\nNew Delhi\nDelhi" in prompt
+    assert prompt.endswith("Does the Prediction imply the Ground-truth Answer? Output Yes or No:")
+    assert body["temperature"] == 0.0
+    template = load_prompt("judge")
+    assert "ITER-RETGEN" in template.source
+
+
+def test_empty_prediction_is_wrong_without_a_call(tmp_path: Path) -> None:
+    with ScriptedLLM(RuleResponder([], default="Yes")) as llm:
+        assert run_judge(llm, tmp_path, "   ", ["Paris"]) is False
+        assert llm.calls == 0
+
+
+def test_repeated_judgement_is_served_from_the_cache(tmp_path: Path) -> None:
+    with ScriptedLLM(RuleResponder([], default="Yes")) as llm:
+        assert run_judge(llm, tmp_path, "Paris", ["Paris"])
+        assert run_judge(llm, tmp_path, "Paris", ["Paris"])
+        assert llm.calls == 1
+
+
+def test_parse_verdict_needs_a_standalone_word() -> None:
+    assert parse_verdict("Nobody knows") is None  # "no" inside a word does not count
+    assert parse_verdict("yesterday") is None
+    assert parse_verdict("I would say no, it does not.") is False
