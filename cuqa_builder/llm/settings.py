@@ -9,6 +9,9 @@ from pathlib import Path
 from pydantic import BaseModel
 
 DEFAULT_LOCAL_MODEL = "qwen2.5-coder-1.5b-instruct-q4_k_m"
+API_TIMEOUT_S = 120.0
+# A CPU model shares a few cores between parallel slots: a long passage can take minutes.
+LOCAL_TIMEOUT_S = 900.0
 
 
 class LLMSettings(BaseModel):
@@ -52,7 +55,10 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
         "--refresh", action="store_true", help="call again and overwrite cached answers"
     )
     group.add_argument(
-        "--timeout", type=float, default=120.0, help="seconds per call (default: 120)"
+        "--timeout",
+        type=float,
+        help=f"seconds per call (default: {API_TIMEOUT_S:g}; "
+        f"{LOCAL_TIMEOUT_S:g} for the embedded model)",
     )
     group.add_argument(
         "--max-retries", type=int, default=4, help="tries after the first (default: 4)"
@@ -79,7 +85,7 @@ def settings_from_args(args: argparse.Namespace, default_cache: Path | None) -> 
         concurrency=args.concurrency,
         cache_path=None if args.no_cache else (args.cache or default_cache),
         refresh=args.refresh,
-        timeout_s=args.timeout,
+        timeout_s=args.timeout or (LOCAL_TIMEOUT_S if local else API_TIMEOUT_S),
         max_retries=args.max_retries,
         prices_path=args.prices,
     )

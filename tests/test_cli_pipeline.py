@@ -1,0 +1,74 @@
+"""`cuqa-build` end to end: a local api.php and a scripted OpenAI-compatible model, every stage."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import cuqa_builder
+from cuqa_builder.cli.build import main
+from cuqa_builder.snapshot import iter_snapshot
+from tests.fakes.algorithm_llm import AlgorithmResponder
+from tests.fakes.mediawiki_server import MediaWikiServer
+from tests.fakes.openai_server import ScriptedLLM
+
+SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "wiki-sample"
+
+
+def _sample_pages() -> dict[str, tuple[int, str, str]]:
+    pages = {}
+    for page in iter_snapshot(SAMPLE):
+        assert not isinstance(page, Exception), page
+        pages[page.meta.title] = (page.meta.revid, page.meta.timestamp, page.wikitext)
+    return pages
+
+
+@pytest.fixture
+def servers(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-pipeline-key")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with MediaWikiServer(_sample_pages()) as wiki, ScriptedLLM(AlgorithmResponder()) as llm:
+        yield wiki, llm
+
+
+def _build(wiki: MediaWikiServer, llm: ScriptedLLM, tmp_path: Path) -> int:
+    return main([
+        "--cutoff", "2023-04", "--until", "2023-12-31", "--out", str(tmp_path / "run"),
+        "--wiki-api", wiki.api_url, "--wiki-interval", "0", "--sources", "year",
+        "--base-url", llm.base_url, "--model", "scripted", "--limit", "18", "--hard", "1",
+        "--name", "sample", "--output-root", str(tmp_path / "output"), "--quiet",
+    ])
+
+
+def test_every_stage_runs_and_a_rerun_pays_nothing(servers, tmp_path: Path, capsys) -> None:
+    wiki, llm = servers
+    assert _build(wiki, llm, tmp_path) == 0
+    run = tmp_path / "run"
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["pages"] == {"2023": _sample_pages()["2023"][0]}
+    candidates = [json.loads(line) for line in (run / "candidates.jsonl").open()]
+    assert [c["difficulty"] for c in candidates].count("easy") == 18
+    assert [c["difficulty"] for c in candidates].count("hard") == 1
+    assert all(c["validation"] is not None for c in candidates)
+    release = tmp_path / "output" / "sample"
+    assert {p.name for p in release.iterdir()} >= {
+        "cuqa.jsonl", "schema.json", "README.md", "stats.json", "manifest.json",
+    }
+    items = cuqa_builder.load(release)
+    passed = sum(c["validation"]["passed"] for c in candidates)
+    assert len(items) == passed > 0
+    assert all(item.cutoff == "2023-04" and item.review.status == "unreviewed" for item in items)
+    run_info = json.loads((run / "run.json").read_text())
+    assert run_info["cutoff"] == "2023-04" and run_info["seed"] == 0
+
+    calls, requests = llm.calls, len(wiki.requests)
+    capsys.readouterr()
+    assert _build(wiki, llm, tmp_path) == 0
+    assert llm.calls == calls, "a re-run made LLM calls again"
+    assert len(wiki.requests) == requests, "a re-run fetched pages again"
+    assert len((run / "candidates.jsonl").read_text().splitlines()) == len(candidates)
+    assert "sk-test-pipeline-key" not in "".join(
+        p.read_text(errors="ignore") for p in run.rglob("*") if p.is_file()
+    )
