@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import gzip
 import json
-import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from tests.fakes.loopback import LoopbackServer, QuietHandler
 
 # wikitext, or (revid, timestamp, wikitext); wikitext None is a revision-deleted (hidden) text
 PageSpec = str | tuple[int, str, str | None]
@@ -93,7 +93,7 @@ def _normalise(title: str) -> str:
     return title[:1].upper() + title[1:]
 
 
-class MediaWikiServer:
+class MediaWikiServer(LoopbackServer):
     """`with MediaWikiServer({"2023": "wikitext", ...}) as wiki:` then `wiki.api_url`."""
 
     def __init__(
@@ -109,43 +109,26 @@ class MediaWikiServer:
         self.redirects = dict(redirects or {})
         self.max_revisions_per_reply = max_revisions_per_reply
         self.requests: list[RecordedRequest] = []
-        self.max_in_flight = 0
-        self._in_flight = 0
         self._faults: deque[Fault] = deque()
-        self._lock = threading.Lock()
+        super().__init__(self._handler())
         for number, (title, spec) in enumerate(pages.items()):
             revid, timestamp, text = spec if isinstance(spec, tuple) else (
                 1000 + number, DEFAULT_TIMESTAMP, spec
             )
             self._store(Revision(revid, title, timestamp, text))
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        # A short poll interval so that leaving the `with` block (shutdown) is quick.
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
 
     @property
     def api_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/w/api.php"
-
-    def __enter__(self) -> MediaWikiServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        return f"{self.origin}/w/api.php"
 
     def fail_next(self, *faults: Fault) -> None:
         """The next requests get these faults, one each, in order."""
-        with self._lock:
+        with self.lock:
             self._faults.extend(faults)
 
     def edit(self, title: str, text: str, timestamp: str = "2024-06-01T00:00:00Z") -> int:
         """A new latest revision of a page (the old one stays reachable by revid)."""
-        with self._lock:
+        with self.lock:
             revid = max(self.revisions, default=999) + 1
             self._store(Revision(revid, title, timestamp, text))
         return revid
@@ -170,7 +153,7 @@ class MediaWikiServer:
                     "toomanyvalues",
                     f'Too many values supplied for parameter "{key}". The limit is {LIMIT}.',
                 )
-        with self._lock:
+        with self.lock:
             if params.get("revids"):
                 return self._by_revids(params)
             return self._by_titles(params)
@@ -236,26 +219,15 @@ class MediaWikiServer:
     # --- HTTP ---------------------------------------------------------------------------
 
     def _arrive(self, params: dict[str, str], headers: dict[str, str]) -> Fault | None:
-        with self._lock:
-            self._in_flight += 1
-            self.max_in_flight = max(self.max_in_flight, self._in_flight)
-            arrived = time.monotonic()
-            self.requests.append(RecordedRequest(params, headers, arrived, self._in_flight))
+        in_flight = self.arrive()
+        with self.lock:
+            self.requests.append(RecordedRequest(params, headers, time.monotonic(), in_flight))
             return self._faults.popleft() if self._faults else None
 
-    def _leave(self) -> None:
-        with self._lock:
-            self._in_flight -= 1
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
+    def _handler(self) -> type[QuietHandler]:
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: object) -> None:  # keep test output quiet
-                pass
-
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 query = parse_qs(urlsplit(self.path).query, keep_blank_values=True)
                 params = {key: values[-1] for key, values in query.items()}
@@ -263,7 +235,7 @@ class MediaWikiServer:
                 try:
                     self._serve(params, fault or Fault())
                 finally:
-                    fake._leave()
+                    fake.leave()
 
             def _serve(self, params: dict[str, str], fault: Fault) -> None:
                 if fault.delay_s:
@@ -281,16 +253,7 @@ class MediaWikiServer:
                 if "gzip" in self.headers.get("Accept-Encoding", ""):
                     data = gzip.compress(data)
                     headers = {**headers, "Content-Encoding": "gzip"}
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", f"{content_type}; charset=utf-8")
-                    self.send_header("Content-Length", str(len(data)))
-                    for key, value in headers.items():
-                        self.send_header(key, value)
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (a timeout test); nothing to answer
+                self.send_body(status, data, f"{content_type}; charset=utf-8", headers)
 
         return Handler
 

@@ -10,12 +10,14 @@ Every request body is recorded, so tests can count calls exactly.
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.fakes.loopback import LoopbackServer, QuietHandler
+
+JSON = "application/json"
 
 
 @dataclass
@@ -94,65 +96,33 @@ def _completion(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
     }
 
 
-class _Server(ThreadingHTTPServer):
-    # The default listen backlog (5) refuses connections when a client opens 16 at once.
-    request_queue_size = 128
-
-
-class ScriptedLLM:
+class ScriptedLLM(LoopbackServer):
     """Run with `with ScriptedLLM(responder) as llm:`; `llm.base_url` ends in `/v1`."""
 
     def __init__(self, responder: Responder | None = None) -> None:
         self.responder: Responder = responder or RuleResponder([], default="ok")
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
-        self.in_flight = 0
-        self.max_in_flight = 0
-        self._lock = threading.Lock()
-        self._server = _Server(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        super().__init__(self._handler())
 
     @property
     def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return f"{self.origin}/v1"
 
     @property
     def calls(self) -> int:
         return len(self.requests)
 
-    def __enter__(self) -> ScriptedLLM:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
     def _record(self, body: dict[str, Any], headers: dict[str, str]) -> None:
-        with self._lock:
+        with self.lock:
             self.requests.append(body)
             self.headers.append(headers)
-            self.in_flight += 1
-            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        self.arrive()
 
-    def _done(self) -> None:
-        with self._lock:
-            self.in_flight -= 1
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
+    def _handler(self) -> type[QuietHandler]:
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            # Headers and body go out in two writes; with Nagle on, the body waits for the
-            # client's delayed ACK (~40 ms per call on loopback).
-            disable_nagle_algorithm = True
-
-            def log_message(self, *args: object) -> None:  # keep test output quiet
-                pass
-
+        class Handler(QuietHandler):
             def do_GET(self) -> None:  # /v1/models, used by some clients as a health check
                 self._send(200, {"object": "list", "data": [{"id": "scripted"}]})
 
@@ -165,28 +135,16 @@ class ScriptedLLM:
                     if reply.delay_s:
                         time.sleep(reply.delay_s)
                     if reply.raw_body is not None:
-                        self._send_bytes(reply.status, reply.raw_body, reply.headers)
+                        self.send_body(reply.status, reply.raw_body, JSON, reply.headers)
                     elif reply.status != 200:
                         error = {"error": {"message": reply.text or "injected", "type": "test"}}
                         self._send(reply.status, error, reply.headers)
                     else:
                         self._send(200, _completion(body, reply), reply.headers)
                 finally:
-                    fake._done()
+                    fake.leave()
 
             def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None):
-                self._send_bytes(status, json.dumps(payload).encode(), headers or {})
-
-            def _send_bytes(self, status: int, data: bytes, headers: dict[str, str]) -> None:
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    for key, value in headers.items():
-                        self.send_header(key, value)
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (a timeout test); nothing to answer
+                self.send_body(status, json.dumps(payload).encode(), JSON, headers or {})
 
         return Handler
