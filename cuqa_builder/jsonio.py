@@ -15,14 +15,21 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 log = logging.getLogger(__name__)
 M = TypeVar("M", bound=BaseModel)
 
 
+class JsonlError(ValueError):
+    """A line of a JSONL file that is not the record expected there (named by path:line)."""
+
+
 def iter_jsonl(path: Path, model: type[M]) -> Iterator[M]:
-    """Yield typed records; a truncated final line (from a kill) is skipped with a warning."""
+    """Yield typed records; a truncated final line (from a kill) is skipped with a warning.
+
+    Any other bad line raises JsonlError naming the file, the line and the first problem.
+    """
     if not path.exists():
         return
     with path.open(encoding="utf-8") as fh:
@@ -33,7 +40,19 @@ def iter_jsonl(path: Path, model: type[M]) -> Iterator[M]:
         if not line.endswith("\n") and number == len(lines):
             log.warning("%s: ignoring an unfinished last line (interrupted run)", path)
             return
-        yield model.model_validate_json(line)
+        try:
+            record = model.model_validate_json(line)
+        except ValidationError as exc:
+            raise JsonlError(f"{path}:{number}: not a valid {model.__name__} record "
+                             f"({_first_problem(exc)})") from None
+        yield record
+
+
+def _first_problem(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"])
+    more = exc.error_count() - 1
+    return (f"{where}: " if where else "") + first["msg"] + (f"; {more} more" if more else "")
 
 
 def read_jsonl(path: Path, model: type[M]) -> list[M]:

@@ -45,7 +45,8 @@ def main() -> int:
         pages, max_revisions_per_reply=args.max_per_reply
     ) as wiki:
         options = argparse.Namespace(
-            wiki_api=wiki.api_url, sources="year,portal", revisions=None, contact=None,
+            wiki_api=wiki.api_url, source=None, sources="year,portal", revisions=None,
+            contact=None,
             quiet=True, wiki_interval=0.0,
         )
         started = time.perf_counter()

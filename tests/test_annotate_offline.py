@@ -19,6 +19,8 @@ from cuqa_builder.annotation.tasks import build_task, select_candidates, suggest
 from cuqa_builder.cli.annotate import main
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
 from cuqa_builder.records import Candidate, CheckFailure, CuqaItem
+from cuqa_builder.validation.checks import CHECK_NAMES
+from cuqa_builder.validation.probes import PROBE_CHECKS, PROBE_ERROR
 from tests.annotate_fixtures import NOT_UNKNOWN, accept, candidate, choices, reject, text
 
 CONFIG = load_labeling_config()
@@ -121,24 +123,30 @@ def test_predictions_carry_the_verdicts_and_prefill_the_text_areas() -> None:
     assert read[0]["answer_fix"] == "Lake Vostrel 1"
 
 
-@pytest.mark.parametrize(
-    ("check", "reason"),
-    [  # the names the validators and probes use (cuqa_builder/validation)
-        ("one_question", "unnatural"),
-        ("question_length", "unnatural"),
-        ("template_residue", "unnatural"),
-        ("short_answer", "answer wrong"),
-        ("answer_in_question", "other"),
-        ("bridge_in_question", "other"),
-        ("known_question_mentions_bridge", "known part wrong"),
-        ("event_after_cutoff", "not unknown"),
-        ("duplicate", "other"),
-        ("probe_not_unknown", "not unknown"),
-        ("probe_known_part_not_known", "known part wrong"),
-        ("probe_does_not_compose", "answer wrong"),
-        ("a_check_added_later", "other"),
-    ],
-)
+CHECK_REASONS = [  # the names the validators and probes use (cuqa_builder/validation)
+    ("one_question", "unnatural"),
+    ("question_length", "unnatural"),
+    ("template_residue", "unnatural"),
+    ("prompt_echo", "unnatural"),
+    ("short_answer", "answer wrong"),
+    ("answer_in_question", "other"),
+    ("bridge_in_question", "other"),
+    ("known_question_mentions_bridge", "known part wrong"),
+    ("event_after_cutoff", "not unknown"),
+    ("duplicate", "other"),
+    ("probe_not_unknown", "not unknown"),
+    ("probe_known_part_not_known", "known part wrong"),
+    ("probe_does_not_compose", "answer wrong"),
+    ("probe_error", "other"),
+    ("a_check_added_later", "other"),
+]
+
+
+def test_every_registered_check_has_its_expected_reason() -> None:
+    assert {*CHECK_NAMES, *PROBE_CHECKS, PROBE_ERROR} <= {name for name, _ in CHECK_REASONS}
+
+
+@pytest.mark.parametrize(("check", "reason"), CHECK_REASONS)
 def test_failed_checks_map_to_reasons_of_the_config(check: str, reason: str) -> None:
     failures = [CheckFailure(check=check, reason="...")]
     assert suggested_reasons(failures, CONFIG.reasons) == [reason]
@@ -257,6 +265,25 @@ def test_same_export_gives_the_same_items_either_way(run: Path) -> None:
     assert read_jsonl(run / "cuqa.jsonl", CuqaItem) == outcome.items
 
 
+def test_an_edit_that_lets_the_question_name_the_answer_is_flagged(
+    run: Path, capsys: pytest.CaptureFixture
+) -> None:
+    fine = "Which lake does the ferry launched in Tarnby cross?"
+    by_alias = "Which lake, Vostrel 2, does the ferry launched in Tarnby cross?"
+    by_bridge = "Which lake does the MV Harrowgate 3 cross?"
+    export = [export_task(n, f"cand-000{n}", annotation(n, 2, accept(rewrite=rewrite)))
+              for n, rewrite in ((1, fine), (2, by_alias), (3, by_bridge))]
+    # A corrected answer that the (unchanged) question already names.
+    export.append(export_task(4, "cand-0004", annotation(4, 2, accept(answer="Tarnby"))))
+    export_file = run / "export.json"
+    export_file.write_text(json.dumps(export))
+    assert main(["import", str(export_file), "--run", str(run)]) == 0
+    report = json.loads((run / "review-report.json").read_text())
+    assert report["rewrites_leaking_answer"] == ["cand-0002", "cand-0003", "cand-0004"]
+    assert ("check these edited items, the question names the answer or the bridge: "
+            "cand-0002, cand-0003, cand-0004" in capsys.readouterr().out)
+
+
 def test_edits_follow_the_most_common_then_the_latest() -> None:
     original = "Which lake?"
     assert chosen_edit(original, ["Which lake?", "  Which   lake? ", ""]) == original
@@ -270,6 +297,16 @@ def test_json_min_export_is_refused_clearly(run: Path, capsys: pytest.CaptureFix
     assert main(["import", str(export_file), "--run", str(run)]) == 1
     assert "JSON_MIN" in capsys.readouterr().err
     assert not (run / "cuqa.jsonl").exists()
+
+
+def test_unreadable_or_unwritable_files_fail_in_one_line(
+    run: Path, capsys: pytest.CaptureFixture
+) -> None:
+    assert main(["import", str(run), "--run", str(run)]) == 1
+    assert capsys.readouterr().err == f"cuqa-annotate: error: cannot read {run}: Is a directory\n"
+    assert main(["export", "--run", str(run), "--out", str(run / "candidates.jsonl" / "x")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("cuqa-annotate: error: ") and len(err.splitlines()) == 1
 
 
 def test_import_without_candidates_says_what_to_do(tmp_path: Path,

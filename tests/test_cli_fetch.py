@@ -1,12 +1,18 @@
-"""`cuqa-build --stage fetch` end to end against the local api.php stand-in."""
+"""`cuqa-build --stage fetch|events` end to end against the local api.php stand-in."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from cuqa_builder.cli.build import main
-from cuqa_builder.run import MANIFEST, PAGES_DIR
+from cuqa_builder.jsonio import read_jsonl
+from cuqa_builder.records import Event
+from cuqa_builder.run import EVENTS, MANIFEST, PAGES_DIR
+from cuqa_builder.snapshot import iter_snapshot
 from tests.fakes.mediawiki_server import MediaWikiServer
+
+SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "wiki-sample"
 
 WIKI = {
     "2023": "== Events ==\n=== May ===\n* [[May 1]] – Something happened.",
@@ -72,3 +78,27 @@ def test_unknown_sources_fail_the_stage_with_one_clear_line(tmp_path, capsys):
         "year, portal\n"
     )
     assert not wiki.requests
+
+
+def test_events_from_the_api_are_the_events_of_the_same_pages_read_offline(tmp_path, capsys):
+    pages = {
+        page.meta.title: (page.meta.revid, page.meta.timestamp, page.wikitext)
+        for page in iter_snapshot(SAMPLE)
+    }
+    window = ["--cutoff", "2023-04", "--until", "2023-12-31", "--stage", "events", "--quiet"]
+    with MediaWikiServer(pages) as wiki:
+        online = main([*window, "--wiki-api", wiki.api_url, "--wiki-interval", "0",
+                       "--out", str(tmp_path / "online")])
+    offline = main([*window, "--source", str(SAMPLE), "--out", str(tmp_path / "offline")])
+
+    assert online == offline == 0
+    # 245 days and the year article, 50 titles per request; only the sample's pages exist
+    assert len(wiki.requests) == 5
+    summary = capsys.readouterr().out
+    assert "fetch: 246 pages: 5 fetched, 0 already present, 241 missing, 0 failed" in summary
+    fetched, read = (read_jsonl(tmp_path / run / EVENTS, Event) for run in ("online", "offline"))
+    assert len(fetched) == 33
+    assert [e.model_dump(exclude={"source": {"url"}}) for e in fetched] == [
+        e.model_dump(exclude={"source": {"url"}}) for e in read
+    ]
+    assert fetched[0].source.url.startswith(wiki.api_url.removesuffix("api.php") + "index.php?")

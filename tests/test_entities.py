@@ -91,6 +91,10 @@ def test_batches_give_the_same_answer_as_one_call(extractor: EntityExtractor) ->
     small = EntityExtractor(batch_size=2)
     assert small.for_texts(texts) == extractor.for_texts(texts)
     assert small.spacy_seconds > 0
+    finished: list[int] = []  # what the events stage's progress bar is told, batch by batch
+    events = [make_event(text, [("Lima", "Lima")]) for text in texts]
+    assert small.for_events(events, progress=finished.append) == extractor.for_events(events)
+    assert finished == [2, 2, 2, 1]
 
 
 def test_links_give_titles_and_missed_links_become_entities(extractor: EntityExtractor) -> None:

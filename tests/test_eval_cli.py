@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -191,6 +193,49 @@ def test_retrieval_needs_a_corpus(workspace: Path, capsys) -> None:
     assert "--method rr retrieves: give --corpus" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (("--method", "self-dc", "--alpha", "1.5"),
+         "alpha: Input should be less than or equal to 1 (got 1.5)"),
+        (("--method", "self-dc", "--beta", "-0.1"),
+         "beta: Input should be greater than or equal to 0 (got -0.1)"),
+        (("--method", "rr", "--top-k", "0"),
+         "top_k: Input should be greater than or equal to 1 (got 0)"),
+        (("sweep", "--param", "alpha", "--values", "0.4", "1.2"),
+         "alpha: Input should be less than or equal to 1 (got 1.2)"),
+    ],
+)
+def test_options_out_of_range_are_refused_before_any_call(
+    workspace: Path, capsys, flags: tuple[str, ...], message: str
+) -> None:
+    args = [*flags, "--data", str(workspace / "cuqa.jsonl"),
+            "--corpus", str(workspace / "events.jsonl")]
+    with ScriptedLLM(scripted_model(set())) as llm:
+        assert cli(llm, workspace, "bad", *args) == 1
+        assert llm.calls == 0
+    assert f"cuqa-eval: error: {message}" in capsys.readouterr().err
+    assert not list((workspace / "bad").glob("*/predictions.jsonl"))
+    assert not (workspace / "bad" / "predictions.jsonl").exists()
+
+
+def test_prob_confidence_without_logprobs_stops_the_run_in_one_line(
+    workspace: Path, capsys
+) -> None:
+    no_logprobs = Reply(raw_body=json.dumps({
+        "id": "x", "object": "chat.completion", "created": 0, "model": "scripted",
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": "Paris"}}],
+    }).encode())
+    with ScriptedLLM(lambda body: no_logprobs) as llm:
+        assert cli(llm, workspace, "prob", "--data", str(workspace / "cuqa.jsonl"), "--method",
+                   "self-dc", "--confidence", "prob",
+                   "--corpus", str(workspace / "events.jsonl")) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("cuqa-eval: error: the endpoint returned no token logprobs")
+    assert "Traceback" not in err and "gave up" not in err
+
+
 def test_rr_with_an_index_and_a_judge(workspace: Path) -> None:
     data = str(workspace / "cuqa.jsonl")
     assert main(["index", "--events", str(workspace / "events.jsonl"),
@@ -224,6 +269,18 @@ def test_events_corpus_is_indexed_into_the_run_directory(workspace: Path) -> Non
                    "--corpus", str(workspace / "events.jsonl")) == 0
     assert (workspace / "rr" / "index" / "corpus.json").is_file()
     assert json.loads((workspace / "rr" / "metrics.json").read_text())["em"] == 1.0
+
+
+def test_index_command_says_one_line_and_logs_nothing(workspace: Path) -> None:
+    # A real process: the library's own DEBUG logging must not reach the terminal.
+    done = subprocess.run(
+        [sys.executable, "-m", "cuqa_builder.cli.evaluate", "index", "--events",
+         str(workspace / "events.jsonl"), "--out", str(workspace / "index")],
+        capture_output=True, text=True, check=False, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("indexed 4 events in ")
+    assert done.stderr == ""
 
 
 def test_gap(workspace: Path, capsys) -> None:
@@ -286,7 +343,24 @@ def test_sweep_reuses_shared_calls_and_report(workspace: Path) -> None:
 
 def test_report_of_a_directory_without_results(workspace: Path, capsys) -> None:
     assert main(["report", str(workspace), "--out", str(workspace / "r.md")]) == 1
-    assert "holds no metrics.json" in capsys.readouterr().err
+    assert "nothing to report: " in capsys.readouterr().err
+    assert not (workspace / "r.md").exists()
+
+
+def test_report_over_a_glob_skips_what_holds_no_results(workspace: Path, capsys) -> None:
+    data = str(workspace / "cuqa.jsonl")
+    evals = workspace / "evals"
+    with ScriptedLLM(scripted_model(set())) as llm:
+        assert cli(llm, evals, "direct", "--data", data, "--method", "direct") == 0
+    (evals / "unfinished").mkdir()
+    report = evals / "REPORT.md"
+    for _ in range(2):  # the second time, `evals/*` also matches the first report
+        capsys.readouterr()
+        assert main(["report", *map(str, sorted(evals.iterdir())), "--out", str(report)]) == 0
+    out = capsys.readouterr().out
+    assert f"  skipped {evals / 'unfinished'}: holds no metrics.json" in out
+    assert f"  skipped {report}: not a directory" in out
+    assert "| Direct | 33.3 |" in report.read_text()
 
 
 def test_freshqa_split_runs_concurrently_up_to_the_gateway_bound(workspace: Path) -> None:

@@ -32,8 +32,8 @@ WIKI = {
 
 def make_context(out: Path, api_url: str, **options: object) -> RunContext:
     values = {
-        "wiki_api": api_url, "sources": "year,portal", "revisions": None, "contact": None,
-        "quiet": True, "wiki_interval": 0.0, **options,
+        "wiki_api": api_url, "source": None, "sources": "year,portal", "revisions": None,
+        "contact": None, "quiet": True, "wiki_interval": 0.0, **options,
     }
     window = Window.parse(CUTOFF, UNTIL)
     return RunContext(out=out, window=window, options=argparse.Namespace(**values))
@@ -96,6 +96,19 @@ def test_fetch_writes_a_snapshot_and_a_manifest(tmp_path):
     assert manifest["fetched"].endswith("+00:00")
     assert manifest["pages"] == {"2023": 7001, **{t: pages[t].meta.revid for t in PORTAL_TITLES}}
     assert list(manifest["pages"]) == ["2023", *PORTAL_TITLES]
+
+
+def test_a_year_of_current_events_takes_at_most_ten_requests(tmp_path):
+    window = Window.parse("2022-12", "2023-12")
+    pages = dict.fromkeys(window_titles(window), "{{Current events|content=\n* News.\n}}")
+    with MediaWikiServer(pages) as wiki:
+        context = make_context(tmp_path, wiki.api_url)
+        summary = fetch.run(RunContext(out=tmp_path, window=window, options=context.options))
+
+    assert len(pages) == 366  # 365 days and the year article
+    assert "366 fetched" in summary
+    assert len(wiki.requests) <= 10
+    assert all(len(request.titles) <= 50 for request in wiki.requests)
 
 
 def test_missing_pages_are_warned_about_and_counted(tmp_path, caplog):
@@ -166,6 +179,14 @@ def test_revisions_mode_refetches_a_stored_page_of_another_revision(tmp_path):
     assert "1 fetched, 4 already present" in summary
     assert (tmp_path / "pages" / "2023.wiki").read_text(encoding="utf-8") == WIKI["2023"][2]
     assert manifest_of(tmp_path)["pages"]["2023"] == 7001
+
+
+def test_fetch_refuses_to_go_online_when_a_snapshot_is_given(tmp_path):
+    with MediaWikiServer(WIKI) as wiki:
+        context = make_context(tmp_path, wiki.api_url, source=tmp_path / "snapshot")
+        with pytest.raises(ValueError, match="with --source DIR the pages are already on disk"):
+            fetch.run(context)
+    assert not wiki.requests
 
 
 def test_an_unreadable_revisions_manifest_is_a_clear_error(tmp_path):

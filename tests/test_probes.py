@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 from collections.abc import Callable
@@ -10,12 +11,13 @@ from typing import Any
 
 import pytest
 
-from cuqa_builder.cli.build import main
+from cuqa_builder.cli.build import build_parser, main
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
 from cuqa_builder.llm.gateway import open_gateway
-from cuqa_builder.llm.settings import LLMSettings
+from cuqa_builder.llm.settings import API_TIMEOUT_S, LOCAL_TIMEOUT_S, LLMSettings
 from cuqa_builder.prompts import load_prompt
 from cuqa_builder.records import Candidate, CheckFailure, CuqaItem
+from cuqa_builder.stages.validate import probe_settings
 from cuqa_builder.validation.probes import Prober, ProbeResult
 from tests.fakes.openai_server import Reply, ScriptedLLM, last_user_message
 from tests.validation_samples import aab, abc, hard, river
@@ -232,3 +234,35 @@ def test_a_probe_that_fails_for_good_is_a_verdict_not_a_crash(
     assert candidate.validation.probes["model"] == "target"
     assert "1 candidates could not be probed: run validate again" in capsys.readouterr().out
     assert (tmp_path / "cuqa.jsonl").read_text() == ""
+
+
+def probe_options(*flags: str) -> argparse.Namespace:
+    return build_parser().parse_args(["--out", "run", "--stage", "validate", *flags])
+
+
+def test_an_embedded_target_model_can_be_probed_whatever_generated() -> None:
+    options = probe_options("--base-url", "http://127.0.0.1:9/v1", "--model", "generator",
+                            "--probe-model", "local:smollm2-135m-instruct-q4_1",
+                            "--judge-model", "local:smollm2-135m-instruct-q4_1")
+    probe, judging = probe_settings(options, Path("c.sqlite"))
+    assert (probe.local, probe.base_url, probe.model) == (
+        "smollm2-135m-instruct-q4_1", None, None)
+    assert probe.timeout_s == LOCAL_TIMEOUT_S
+    assert judging == probe  # one embedded server serves both
+
+
+def test_a_remote_target_of_an_embedded_generator_gets_the_api_timeout() -> None:
+    options = probe_options("--llm", "local", "--probe-model", "target",
+                            "--probe-base-url", "http://127.0.0.1:9/v1")
+    probe, judging = probe_settings(options, Path("c.sqlite"))
+    assert (probe.local, probe.base_url, probe.model) == (None, "http://127.0.0.1:9/v1", "target")
+    assert probe.timeout_s == API_TIMEOUT_S and judging is None
+
+
+def test_an_unknown_embedded_target_is_refused(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    write_jsonl(tmp_path / "candidates.jsonl", [abc()])
+    code = main(["--out", str(tmp_path), "--cutoff", "2023-04", "--stage", "validate", "-q",
+                 "--probe-model", "local:no-such-model"])
+    assert code == 1
+    assert "unknown local model 'no-such-model'" in capsys.readouterr().err

@@ -13,7 +13,7 @@ from cuqa_builder.annotation.review import ReviewReport
 from cuqa_builder.cli.build import main
 from cuqa_builder.dataset import DatasetError
 from cuqa_builder.jsonio import atomic_write_json, write_jsonl
-from cuqa_builder.records import CuqaItem, Event, EventSource, Review
+from cuqa_builder.records import CheckFailure, CuqaItem, Event, EventSource, Review, Validation
 from tests.validation_samples import aab, abc, hard
 
 NAME = "cuqa-test-2023-04"
@@ -201,6 +201,25 @@ def test_an_offline_unreviewed_run_says_so(run: Path, tmp_path: Path) -> None:
     assert "No human review report was found" in body
     assert "there is no page manifest" in body
     assert cuqa_builder.load(folder)[0].review.status == "unreviewed"
+
+
+def test_the_card_counts_released_items_that_failed_a_check(run: Path, tmp_path: Path) -> None:
+    failed = Validation(passed=False, failures=[
+        CheckFailure(check="probe_not_unknown", reason="the target model answered it")])
+    write_jsonl(run / "candidates.jsonl", [
+        aab(validation=Validation(passed=True)), abc(validation=failed),
+        hard(validation=Validation(passed=True)),
+    ])
+    assert release(run, tmp_path / "output", "--name", NAME) == 0
+    folder = tmp_path / "output" / NAME
+    assert json.loads((folder / "stats.json").read_text())["failed_automatic_checks"] == 1
+    assert "1 released items failed a check or probe and are kept because reviewers accepted " \
+        "them" in card_parts(folder)[1]
+
+    write_jsonl(run / "candidates.jsonl",
+                [make(validation=Validation(passed=True)) for make in (aab, abc, hard)])
+    assert release(run, tmp_path / "output", "--name", NAME) == 0
+    assert "Every released item passed every check and probe." in card_parts(folder)[1]
 
 
 def test_validate_then_release_end_to_end(tmp_path: Path) -> None:

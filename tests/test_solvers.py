@@ -13,10 +13,9 @@ import pytest
 
 from cuqa_builder.llm.gateway import open_gateway
 from cuqa_builder.llm.settings import LLMSettings
-from cuqa_builder.llm.types import LLMError
 from cuqa_builder.prompts import load_prompt
 from cuqa_builder.solvers import METHODS, NO_RETRIEVAL, UnknownMethodError, get_solver
-from cuqa_builder.solvers.base import Passage, SolverOptions, SolverRun
+from cuqa_builder.solvers.base import Passage, SolverOptions, SolverRun, UnsupportedEndpoint
 from tests.fakes.openai_server import Reply, ScriptedLLM, last_user_message
 
 # A small made-up world, so no model could know it and no demonstration mentions it.
@@ -468,7 +467,7 @@ def test_self_dc_prob_confidence_needs_logprobs() -> None:
                      b'"model": "scripted", "choices": [{"index": 0, "finish_reason": "stop", '
                      b'"message": {"role": "assistant", "content": "Brindle"}}]}')
 
-    with pytest.raises(LLMError, match="no token logprobs"):
+    with pytest.raises(UnsupportedEndpoint, match="no token logprobs"):
         solve("self-dc", SUB_TOWN, without_logprobs, confidence="prob")
 
 

@@ -19,6 +19,7 @@ from cuqa_builder.validation.checks import (
     check_all,
     event_after_cutoff,
     one_question,
+    prompt_echo,
     question_length,
     short_answer,
     template_residue,
@@ -112,6 +113,22 @@ def test_template_residue_and_prompt_echo_fail(question: str, residue: str) -> N
     failure = template_residue(aab(question=question), LIMITS)
     assert failure is not None
     assert failure.reason == f'prompt text or a placeholder left in the question: "{residue}"'
+
+
+def test_a_merge_that_echoes_one_sub_question_fails() -> None:
+    unknown = aab().sub_questions[0].question
+    failure = only_failure(aab(question=unknown.replace("Trans-Karoo", "Trans Karoo").upper()))
+    assert failure == CheckFailure(
+        check="prompt_echo",
+        reason=f'the question only repeats the unknown sub-question "{unknown}" instead of '
+        "merging",
+    )
+
+
+def test_a_hard_merge_that_echoes_an_easy_item_fails() -> None:
+    failure = prompt_echo(hard(question=river().question), LIMITS)
+    assert failure is not None
+    assert failure.reason.startswith('the question only repeats the easy item cq-aab')
 
 
 def test_ordinary_words_are_not_residue() -> None:
@@ -327,6 +344,19 @@ def test_validate_stage_never_overwrites_reviewed_items(
     assert (tmp_path / "cuqa.jsonl").read_text() == before
     assert all(c.validation for c in read_jsonl(tmp_path / "candidates.jsonl", Candidate))
     assert "2 of 2 candidates passed, 0 failed (kept " in capsys.readouterr().out
+
+
+def test_validate_stage_keeps_a_review_that_accepted_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_jsonl(tmp_path / "candidates.jsonl", [aab(), abc()])
+    (tmp_path / "cuqa.jsonl").write_text("")  # the pull step found no accepted item
+    (tmp_path / "review-report.json").write_text("{}")
+
+    assert main(["--out", str(tmp_path), "--cutoff", "2023-04", "--stage", "validate"]) == 0
+
+    assert (tmp_path / "cuqa.jsonl").read_text() == ""
+    assert "holds the 0 items accepted by review" in capsys.readouterr().out
 
 
 def test_validate_stage_needs_candidates(

@@ -7,13 +7,19 @@ import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlparse
 
 import pytest
 
+from cuqa_builder.cli.evaluate import main as cuqa_eval
+from cuqa_builder.evaluation.records import EvalItem
+from cuqa_builder.jsonio import write_jsonl
 from cuqa_builder.retrieval.wiki_search import WikiSearchRetriever
+from cuqa_builder.solvers.base import RetrievalError
 from cuqa_builder.wiki.client import MediaWikiClient
+from tests.fakes.openai_server import RuleResponder, ScriptedLLM
 
 INTROS = {
     "AI Safety Summit": "The AI Safety Summit was held at Bletchley Park in November 2023.",
@@ -36,6 +42,8 @@ class SearchAPI:
         return f"http://{host}:{port}/w/api.php"
 
     def answer(self, params: dict[str, str]) -> dict[str, Any]:
+        if "broken" in params.get("srsearch", ""):  # an API error the client does not retry
+            return {"error": {"code": "internal_api_error", "info": "search backend down"}}
         if params.get("list") == "search":
             words = set(params["srsearch"].lower().split())
             ranked = sorted(
@@ -105,3 +113,33 @@ def test_no_hits_means_one_request_only(api: SearchAPI) -> None:
     assert len(api.requests) == 1
     assert retriever(api).search("   ", 3) == []
     assert len(api.requests) == 1
+
+
+def test_a_failed_search_is_a_retrieval_error(api: SearchAPI) -> None:
+    with pytest.raises(RetrievalError, match="Wikipedia search failed: API error "
+                       "internal_api_error: search backend down"):
+        retriever(api).search("broken summit", 3)
+
+
+def test_cuqa_eval_skips_a_question_whose_search_failed(
+    api: SearchAPI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-wiki-search")
+    data = tmp_path / "questions.jsonl"
+    write_jsonl(data, [
+        EvalItem(id="ok", question="Where was the AI Safety Summit held?",
+                 answers=["Bletchley Park"]),
+        EvalItem(id="lost", question="Which broken summit was held?", answers=["none"]),
+    ])
+    out = tmp_path / "rr"
+    with ScriptedLLM(RuleResponder([], default="Bletchley Park")) as llm:
+        args = ["--data", str(data), "--method", "rr", "--retriever", "wiki", "--wiki-api",
+                api.url, "--model", "scripted", "--base-url", llm.base_url, "--out", str(out),
+                "-q"]
+        assert cuqa_eval(args) == 0
+        assert llm.calls == 1  # the lost question never reached the reader
+    assert "1 new, 0 resumed, 1 failed (re-run to retry)" in capsys.readouterr().out
+    [prediction] = [json.loads(line) for line in (out / "predictions.jsonl").open()]
+    assert (prediction["id"], prediction["em"], prediction["retrieval_calls"]) == ("ok", 1.0, 1)
+    assert json.loads((out / "metrics.json").read_text())["complete"] is False

@@ -27,8 +27,9 @@ from cuqa_builder.annotation.config import (
     ResultError,
 )
 from cuqa_builder.annotation.tasks import candidate_id_of
-from cuqa_builder.records import Candidate, CuqaItem, Review
-from cuqa_builder.text import contains_answer, normalize_answer
+from cuqa_builder.records import Candidate, CheckFailure, CuqaItem, Review
+from cuqa_builder.text import normalize_answer
+from cuqa_builder.validation.checks import Limits, answer_in_question, bridge_in_question
 
 Status = Literal["accepted", "rejected", "tie", "pending"]
 REVIEW_REPORT = "review-report.json"  # beside cuqa.jsonl in the run directory
@@ -88,7 +89,10 @@ class ReviewReport(BaseModel):
         description="over multi-annotated candidates: share of votes agreeing with the majority"
     )
     seconds_per_task: float | None = Field(description="mean lead time of the counted votes")
-    rewrites_leaking_answer: list[str] = Field(default_factory=list)
+    rewrites_leaking_answer: list[str] = Field(
+        default_factory=list,
+        description="items the review edited whose question names the answer or the bridge",
+    )
     unknown_candidates: list[str] = Field(
         default_factory=list, description="tasks whose candidate is not in candidates.jsonl"
     )
@@ -110,6 +114,10 @@ class ReviewReport(BaseModel):
         if self.reject_reasons:
             reasons = ", ".join(f"{r} {n}" for r, n in self.reject_reasons.items())
             lines.append(f"  reject reasons: {reasons}")
+        if self.rewrites_leaking_answer:
+            lines.append(f"  check these edited items, the question names the answer or "
+                         f"the bridge: "
+                         f"{', '.join(self.rewrites_leaking_answer)}")
         lines += [f"  not trusted: {p.message} (task {p.task})" for p in self.problems]
         if self.unknown_candidates:
             lines.append(f"  {len(self.unknown_candidates)} tasks match no candidate")
@@ -180,8 +188,24 @@ def review_export(
         reviewed_item(known[cid], decisions[cid])
         for cid in known if cid in decisions and decisions[cid].status == "accepted"
     ]
-    report = _report(decisions, items, annotations, unknown, problems)
+    leaks = [item.id for item in items if _edited(item) and leaks_in_review(known[item.id], item)]
+    report = _report(decisions, items, annotations, unknown, problems, leaks)
     return ReviewOutcome(items=items, report=report)
+
+
+def _edited(item: CuqaItem) -> bool:
+    return item.review.rewritten or bool(getattr(item.review, "answer_corrected", False))
+
+
+def leaks_in_review(candidate: Candidate, item: CuqaItem) -> list[CheckFailure]:
+    """The validators' leak checks on an item the review edited: a rewritten question, or a
+    corrected answer, must not let the question name the answer (or an alias) nor, in ABC,
+    the hidden bridge."""
+    reviewed = candidate.model_copy(update={
+        "question": item.question, "answer": item.answer, "answer_aliases": item.answer_aliases,
+    })
+    found = (answer_in_question(reviewed, Limits()), bridge_in_question(reviewed, Limits()))
+    return [failure for failure in found if failure is not None]
 
 
 def _task_votes(
@@ -324,6 +348,7 @@ def _report(
     annotations: list[ExportAnnotation],
     unknown: list[str],
     problems: list[Problem],
+    leaks: list[str],
 ) -> ReviewReport:
     statuses = Counter(d.status for d in decisions.values())
     votes = [v for d in decisions.values() for v in d.votes]
@@ -347,9 +372,7 @@ def _report(
         multi_annotated=len(multi),
         mean_agreement=_mean(multi),
         seconds_per_task=_mean(v.lead_time for v in votes),
-        rewrites_leaking_answer=[
-            i.id for i in items if i.review.rewritten and contains_answer(i.question, i.answer)
-        ],
+        rewrites_leaking_answer=leaks,
         unknown_candidates=unknown,
         problems=problems,
     )

@@ -162,6 +162,8 @@ def import_export(args: argparse.Namespace) -> str:
         exported = json.loads(args.file.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise CommandError(f"{args.file} does not exist") from None
+    except OSError as exc:
+        raise CommandError(f"cannot read {args.file}: {exc.strerror}") from None
     except json.JSONDecodeError as exc:
         raise CommandError(f"{args.file} is not JSON: {exc}") from None
     return apply_review(args.run, exported)
@@ -174,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         print(COMMANDS[args.command](args))
-    except (CommandError, LabelStudioError, ValueError) as exc:  # config, export, candidates
+    # Config, export, candidates, and files that cannot be written: one line, no traceback.
+    except (CommandError, LabelStudioError, ValueError, OSError) as exc:
         print(f"cuqa-annotate: error: {exc}", file=sys.stderr)
         return 1
     return 0

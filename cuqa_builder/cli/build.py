@@ -22,7 +22,8 @@ stages (each reads the previous stage's file in --out, so any can be re-run alon
   generate  events -> OUT/candidates.jsonl (Algorithm 1 of the Self-DC paper)
   validate  candidates -> verdicts on each candidate + OUT/cuqa.jsonl (items that passed)
   release   reviewed items -> output/NAME/ (cuqa.jsonl, schema.json, README.md card, stats)
-  all       events, generate and validate (and release when --name is given)
+  all       (fetch unless --source,) events, generate and validate, and release when
+            --name is given
 
 A killed run resumes: run the same command again.
 """
@@ -50,10 +51,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--stage", choices=(*STAGES, "all"), default="all", help="stage to run (default: all)"
     )
-    run.add_argument("--limit", type=int, help="generate from at most N events")
-    run.add_argument("--seed", type=int, default=0, help="base random seed (default: 0)")
+    run.add_argument("--limit", type=_count, help="generate from at most N events")
     run.add_argument(
-        "--hard", type=int, default=0, help="also merge N pairs of easy items into hard ones"
+        "--seed", type=int, help="base random seed (default: the run's recorded seed, else 0)"
+    )
+    run.add_argument(
+        "--hard", type=_count, default=0, help="also merge N pairs of easy items into hard ones"
     )
     run.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
@@ -87,12 +90,17 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="minimum pause between two MediaWiki API requests (default: 1.0)",
     )
-    source.add_argument("--spacy-model", default="en_core_web_sm", help="spaCy pipeline for NER")
+    source.add_argument(
+        "--spacy-model",
+        default="en_core_web_sm",
+        help="spaCy pipeline for NER (default: %(default)s)",
+    )
 
     add_llm_arguments(parser)
 
     checks = parser.add_argument_group("validation and probes")
-    checks.add_argument("--probe-model", help="target model asked closed-book by the probes")
+    checks.add_argument("--probe-model", help="target model asked closed-book by the probes "
+                        "(local[:NAME]: an embedded model)")
     checks.add_argument(
         "--probe-base-url", help="endpoint of the probe model (default: --base-url)"
     )
@@ -115,6 +123,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="where releases go (default: output)",
     )
     return parser
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
+    return value
 
 
 def _window(args: argparse.Namespace) -> Window:
@@ -158,16 +173,15 @@ def main(argv: list[str] | None = None) -> int:
         format="%(levelname)s %(name)s: %(message)s",
     )
     # The HTTP clients log every request at INFO, which would drown the progress bars.
-    for client_logger in ("httpx", "httpx2"):
-        logging.getLogger(client_logger).setLevel(
-            logging.DEBUG if args.verbose else logging.WARNING
-        )
+    logging.getLogger("httpx").setLevel(logging.DEBUG if args.verbose else logging.WARNING)
     try:
         window = _window(args)
     except WindowError as exc:
         print(f"cuqa-build: error: {exc}", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.seed is None:  # a resumed run keeps the seed it started with
+        args.seed = load_run_info(args.out).get("seed", 0)
     save_run_info(args.out, cutoff=window.label, until=window.until.isoformat(), seed=args.seed)
     ctx = RunContext(out=args.out, window=window, options=args)
     for stage in _plan(args):

@@ -29,7 +29,7 @@ from cuqa_builder.retrieval.bm25 import BM25Retriever, CorpusError, open_corpus
 from cuqa_builder.retrieval.wiki_search import WikiSearchRetriever
 from cuqa_builder.run import LLM_CACHE
 from cuqa_builder.solvers import METHODS, NO_RETRIEVAL, UnknownMethodError, get_solver
-from cuqa_builder.solvers.base import Retriever, SolverOptions
+from cuqa_builder.solvers.base import Retriever, SolverOptions, UnsupportedEndpoint
 from cuqa_builder.wiki.client import MediaWikiClient
 
 SUBCOMMANDS = ("run", "index", "gap", "sweep", "report")
@@ -47,7 +47,7 @@ A killed run resumes: run the same command again. `cuqa-eval SUBCOMMAND -h` for 
 # The errors a user can fix (bad input, report included, are ValueErrors); anything else is a
 # bug and keeps its traceback.
 USER_ERRORS = (DatasetError, CorpusError, EvalError, LLMError, UnknownMethodError, ValueError,
-               OSError)
+               OSError, UnsupportedEndpoint)
 
 
 # --- arguments ---------------------------------------------------------------------------
@@ -129,7 +129,7 @@ def with_default_command(argv: list[str]) -> list[str]:
 def solver_options(args: argparse.Namespace) -> SolverOptions:
     given = {"confidence": args.confidence, "alpha": args.alpha, "beta": args.beta,
              "depth": args.depth, "raisf_depth": args.raisf_depth, "top_k": args.top_k}
-    return SolverOptions(**{k: v for k, v in given.items() if v is not None})
+    return SolverOptions.checked(**{k: v for k, v in given.items() if v is not None})
 
 
 # --- resources: retriever and gateways ---------------------------------------------------
@@ -172,9 +172,9 @@ async def open_session(args: argparse.Namespace) -> AsyncIterator[Session]:
     from cuqa_builder.llm.gateway import open_gateway
 
     items = load_items(args.data, split=args.split, limit=args.limit)
+    options = solver_options(args)
     args.out.mkdir(parents=True, exist_ok=True)
     settings = settings_from_args(args, default_cache=args.out / LLM_CACHE)
-    options = solver_options(args)
     async with AsyncExitStack() as stack:
         retriever, retriever_info = open_retriever(args, stack)
         gateway = await stack.enter_async_context(open_gateway(settings))
@@ -245,7 +245,8 @@ async def command_index(args: argparse.Namespace) -> str:
 async def command_report(args: argparse.Namespace) -> str:
     from cuqa_builder.evaluation.report import write_report  # matplotlib: ~1 s to import
 
-    return f"report -> {write_report(args.dirs, args.out)}"
+    skipped = write_report(args.dirs, args.out)
+    return "\n".join([f"report -> {args.out}", *(f"  skipped {why}" for why in skipped)])
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], Awaitable[str]]] = {
@@ -265,7 +266,9 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if getattr(args, "verbose", False) else logging.INFO,
         format="%(levelname)s %(name)s: %(message)s",
     )
-    for chatty in ("httpx", "httpx2"):  # one INFO line per HTTP request drowns the summary
+    # httpx logs one INFO line per HTTP request, which drowns the summary; bm25s sets its own
+    # logger to DEBUG and would print its indexing steps.
+    for chatty in ("httpx", "httpx2", "bm25s"):
         logging.getLogger(chatty).setLevel(logging.WARNING)
     try:
         print(asyncio.run(COMMANDS[args.command](args)))

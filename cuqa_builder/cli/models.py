@@ -10,6 +10,8 @@ from pathlib import Path
 from cuqa_builder.llm.local import REGISTRY, ModelError, installed_path, models_dir, pull
 from cuqa_builder.llm.settings import DEFAULT_LOCAL_MODEL
 
+log = logging.getLogger(__name__)
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -31,6 +33,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     source.add_argument(
         "--from-hf", action="store_true", help="download from Hugging Face ($HF_ENDPOINT: a mirror)"
+    )
+    pull_cmd.add_argument(
+        "--force", action="store_true",
+        help="fetch and verify again even if the model is already pulled",
     )
     path_cmd = commands.add_parser("path", help="print the installed model's file path")
     path_cmd.add_argument("name", choices=sorted(REGISTRY), metavar="NAME")
@@ -64,6 +70,12 @@ def main(argv: list[str] | None = None) -> int:
         return _list()
     if args.command == "path":
         return _path(args.name)
+    pulled = installed_path(args.name)
+    if pulled is not None and not args.force:
+        # A model is fetched once: pulling again (as test setups do) must not re-download a GB.
+        log.info("%s is already pulled and verified (--force fetches it again)", args.name)
+        print(pulled)
+        return 0
     try:
         print(pull(args.name, from_file=args.file, from_hf=args.from_hf))
     except ModelError as exc:

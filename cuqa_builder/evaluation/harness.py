@@ -24,7 +24,14 @@ from cuqa_builder.evaluation.records import EvalItem, Prediction
 from cuqa_builder.jsonio import JsonlAppender, atomic_write_json, iter_jsonl
 from cuqa_builder.judge import judge
 from cuqa_builder.llm.types import LLMError
-from cuqa_builder.solvers.base import Gateway, Retriever, Solver, SolverOptions, SolverRun
+from cuqa_builder.solvers.base import (
+    Gateway,
+    RetrievalError,
+    Retriever,
+    Solver,
+    SolverOptions,
+    SolverRun,
+)
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +92,7 @@ async def evaluate(evaluation: Evaluation, items: Sequence[EvalItem], out: Path)
         async with gate:
             try:
                 prediction = await predict(evaluation, item)
-            except LLMError as exc:
+            except (LLMError, RetrievalError) as exc:
                 failed += 1
                 log.warning("%s: gave up on this item: %s", item.id, exc)
                 return

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,21 +39,34 @@ class ReportError(ValueError):
 
 @dataclass
 class Found:
-    runs: list[tuple[Path, dict[str, Any]]]
-    sweeps: list[tuple[Path, dict[str, Any]]]
-    gaps: list[tuple[Path, dict[str, Any]]]
+    runs: list[tuple[Path, dict[str, Any]]] = field(default_factory=list)
+    sweeps: list[tuple[Path, dict[str, Any]]] = field(default_factory=list)
+    gaps: list[tuple[Path, dict[str, Any]]] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # "PATH: why", for the user
+
+
+def _nothing_in(path: Path) -> str:
+    if not path.exists():
+        return f"{path}: does not exist"
+    if not path.is_dir():
+        return f"{path}: not a directory"
+    return f"{path}: holds no {METRICS}, {SWEEP} or {GAP}"
 
 
 def collect(dirs: Sequence[Path]) -> Found:
-    found = Found([], [], [])
+    """Results of every directory; one without any is skipped (a glob such as `evals/*` also
+    matches an earlier report and unfinished runs), unless no directory has results at all."""
+    found = Found()
     for directory in dirs:
         kinds = ((METRICS, found.runs), (SWEEP, found.sweeps), (GAP, found.gaps))
-        hits = [(directory, _read(directory / name), into)
+        hits = [(_read(directory / name), into)
                 for name, into in kinds if (directory / name).is_file()]
         if not hits:
-            raise ReportError(f"{directory} holds no {METRICS}, {SWEEP} or {GAP}")
-        for path, data, into in hits:
-            into.append((path, data))
+            found.skipped.append(_nothing_in(directory))
+        for data, into in hits:
+            into.append((directory, data))
+    if not (found.runs or found.sweeps or found.gaps):
+        raise ReportError("nothing to report: " + "; ".join(found.skipped))
     return found
 
 
@@ -185,7 +198,8 @@ def gap_table(gaps: list[tuple[Path, dict[str, Any]]]) -> list[str]:
     return ["## Compositionality gap", "", *_table(header, rows), ""]
 
 
-def write_report(dirs: Sequence[Path], out: Path) -> Path:
+def write_report(dirs: Sequence[Path], out: Path) -> list[str]:
+    """Write the report to `out`; returns the inputs skipped, with why."""
     found = collect(dirs)
     lines = ["# CuQA evaluation report", "",
              "EM, F1 and Acc in %; retrieval and LLM calls per question.", ""]
@@ -196,4 +210,4 @@ def write_report(dirs: Sequence[Path], out: Path) -> Path:
     if found.gaps:
         lines += gap_table(found.gaps)
     atomic_write_text(out, "\n".join(lines))
-    return out
+    return found.skipped

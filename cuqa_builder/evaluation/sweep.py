@@ -17,6 +17,7 @@ from typing import Any
 from cuqa_builder.evaluation.harness import Evaluation, evaluate
 from cuqa_builder.evaluation.records import EvalItem
 from cuqa_builder.jsonio import atomic_write_json
+from cuqa_builder.solvers.base import SolverOptions
 
 SWEEP = "sweep.json"
 
@@ -53,9 +54,13 @@ async def sweep(
     values: Sequence[float | int],
 ) -> list[dict[str, Any]]:
     field = option_field(param, str(evaluation.settings.get("method")))
+    # Every value is checked before the first run, so a bad one cannot end a long sweep midway.
+    grid = [
+        SolverOptions.checked(**{**evaluation.options.model_dump(), field: value})
+        for value in values
+    ]
     rows: list[dict[str, Any]] = []
-    for value in values:
-        options = evaluation.options.model_copy(update={field: value})
+    for value, options in zip(values, grid, strict=True):
         settings = {**evaluation.settings, "options": options.model_dump()}
         outcome = await evaluate(
             replace(evaluation, options=options, settings=settings), items,

@@ -30,7 +30,7 @@ import openai
 from cuqa_builder.llm.cache import CallCache, canonical_request, request_key
 from cuqa_builder.llm.local import LocalServer
 from cuqa_builder.llm.prices import PriceTable
-from cuqa_builder.llm.settings import LLMSettings
+from cuqa_builder.llm.settings import LOCAL_SLOTS_MAX, LLMSettings
 from cuqa_builder.llm.types import ChatRequest, ChatResult, GatewayStats, LLMError, TokenLogprob
 from cuqa_builder.prompts import PromptTemplate
 
@@ -39,9 +39,6 @@ log = logging.getLogger(__name__)
 BACKOFF_BASE_S = 0.5
 BACKOFF_CAP_S = 20.0
 RETRY_AFTER_CAP_S = 60.0
-# llama.cpp decodes this many requests together at most; more would only queue inside the
-# server, where waiting counts against each call's timeout.
-LOCAL_SLOTS_MAX = 4
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
 _SECRET_PATTERNS = re.compile(r"(sk-[A-Za-z0-9_\-]{6,}|Bearer\s+\S+|//[^/\s:@]+:[^/\s@]+@)")
 

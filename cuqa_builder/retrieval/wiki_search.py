@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from cuqa_builder.solvers.base import Passage
-from cuqa_builder.wiki.client import MediaWikiClient
+from cuqa_builder.solvers.base import Passage, RetrievalError
+from cuqa_builder.wiki.client import MediaWikiClient, WikiError
 
 
 class WikiSearchRetriever:
@@ -21,6 +21,12 @@ class WikiSearchRetriever:
     def search(self, query: str, k: int) -> list[Passage]:
         if not query.strip() or k <= 0:
             return []
+        try:
+            return self._search(query, k)
+        except WikiError as exc:  # the client already retried: this search is lost
+            raise RetrievalError(f"Wikipedia search failed: {exc}") from None
+
+    def _search(self, query: str, k: int) -> list[Passage]:
         found = self.client.query(
             {"list": "search", "srsearch": query, "srlimit": str(k), "srnamespace": "0",
              "srprop": ""}

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from cuqa_builder.llm.types import ChatRequest, ChatResult
 from cuqa_builder.prompts import load_prompt
@@ -17,6 +17,16 @@ class Passage(BaseModel):
     text: str
     title: str | None = None
     score: float = 0.0
+
+
+class RetrievalError(RuntimeError):
+    """A search that failed for good (its service unreachable or refusing): like an LLMError,
+    it ends the one question being solved, not the whole evaluation."""
+
+
+class UnsupportedEndpoint(RuntimeError):
+    """The endpoint lacks something a method needs (token logprobs): no question can be
+    solved this way, so the whole evaluation stops with this message."""
 
 
 class Retriever(Protocol):
@@ -31,14 +41,26 @@ class Gateway(Protocol):
 
 class SolverOptions(BaseModel):
     confidence: Literal["verb", "prob"] = "verb"
-    alpha: float = 0.4  # paper 6.1: best with verb confidence on gpt-3.5-turbo-1106
-    beta: float = 0.1
-    depth: int = 3  # Self-DC max iteration depth t
-    top_k: int = 3
-    raisf_depth: int = 3
+    # Confidences are in [0, 1], so alpha and beta are too (paper 6.1: best alpha 0.4 with verb
+    # confidence on gpt-3.5-turbo-1106, beta 0.1).
+    alpha: float = Field(default=0.4, ge=0.0, le=1.0)
+    beta: float = Field(default=0.1, ge=0.0, le=1.0)
+    depth: int = Field(default=3, ge=1)  # Self-DC max iteration depth t
+    top_k: int = Field(default=3, ge=1)
+    raisf_depth: int = Field(default=3, ge=0)
     temperature: float = 0.1  # paper 5.2: temperature and top_p 0.1 for all methods
     top_p: float = 0.1
     max_tokens: int = 256
+
+    @classmethod
+    def checked(cls, **values: Any) -> SolverOptions:
+        """Options from user input; a value out of range is a one-line ValueError."""
+        try:
+            return cls(**values)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            name = ".".join(map(str, first["loc"])) or "options"
+            raise ValueError(f"{name}: {first['msg']} (got {first['input']!r})") from None
 
 
 class Step(BaseModel):

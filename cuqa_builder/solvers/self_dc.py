@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import math
 
-from cuqa_builder.llm.types import LLMError
 from cuqa_builder.solvers.answer_parsing import (
     extract_answer,
     parse_confidence,
     parse_sub_questions,
 )
-from cuqa_builder.solvers.base import SolverRun
+from cuqa_builder.solvers.base import SolverRun, UnsupportedEndpoint
 from cuqa_builder.solvers.direct import DIRECT
 from cuqa_builder.solvers.genread import generate_then_read
 from cuqa_builder.solvers.rr import retrieve_then_read
@@ -38,7 +37,9 @@ async def prob_confidence(question: str, run: SolverRun) -> float:
     """Eq. 1: the mean token probability of the Direct prompt's short answer."""
     result = await run.ask(DIRECT, {"question": question}, logprobs=True)
     if result.logprobs is None:
-        raise LLMError("the endpoint returned no token logprobs; use --confidence verb")
+        raise UnsupportedEndpoint(
+            "the endpoint returned no token logprobs for --confidence prob; use --confidence verb"
+        )
     if not result.logprobs:
         return 0.0  # no answer at all: nothing to be confident about
     return sum(math.exp(t.logprob) for t in result.logprobs) / len(result.logprobs)

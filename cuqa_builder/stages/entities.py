@@ -8,7 +8,7 @@ becomes an entity. Only labels that can name a question's answer are kept: no da
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -88,21 +88,28 @@ class EntityExtractor:
             for spans in self._spans(texts)
         ]
 
-    def for_events(self, events: list[Event]) -> list[Event]:
-        """Copies of `events` with `entities` from NER merged with their links."""
-        spans_per_event = self._spans([event.text for event in events])
+    def for_events(
+        self, events: list[Event], progress: Callable[[int], object] | None = None
+    ) -> list[Event]:
+        """Copies of `events` with `entities` from NER merged with their links; `progress` is
+        told how many events each batch finished (for a progress bar)."""
+        spans_per_event = self._spans([event.text for event in events], progress)
         return [
             event.model_copy(update={"entities": merge_with_links(event.text, event.links, spans)})
             for event, spans in zip(events, spans_per_event, strict=True)
         ]
 
-    def _spans(self, texts: list[str]) -> Iterator[list[NerSpan]]:
+    def _spans(
+        self, texts: list[str], progress: Callable[[int], object] | None = None
+    ) -> Iterator[list[NerSpan]]:
         # Whole chunks go through nlp.pipe so the time inside spaCy can be measured apart from ours.
         for first in range(0, len(texts), self.batch_size):
             chunk = texts[first : first + self.batch_size]
             started = time.perf_counter()
             docs = list(self.nlp.pipe(chunk, batch_size=self.batch_size, n_process=1))
             self.spacy_seconds += time.perf_counter() - started
+            if progress is not None:
+                progress(len(chunk))
             for text, doc in zip(chunk, docs, strict=True):
                 # Slicing our own string is much cheaper than spaCy's Span.text (a token join).
                 yield [

@@ -160,7 +160,9 @@ def run(ctx: RunContext) -> str:
     in_window = [event for event in parsed if ctx.window.contains(event.date)]
     kept = unique_by_id(in_window)
     if kept:
-        kept = entity_extractor(options.spacy_model).for_events(kept)
+        extractor = entity_extractor(options.spacy_model)
+        with tqdm(total=len(kept), unit="event", desc="entities", disable=options.quiet) as bar:
+            kept = extractor.for_events(kept, progress=bar.update)
     # A stable sort after page-order parsing keeps each page's own order within a day.
     kept.sort(key=lambda event: (event.date, event.source.title))
     write_jsonl(ctx.path(EVENTS), kept)

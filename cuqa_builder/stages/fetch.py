@@ -59,6 +59,10 @@ def read_manifest(path: Path) -> dict[str, int]:
 
 def run(ctx: RunContext) -> str:
     options = ctx.options
+    if options.source:
+        # --source promises an offline run: never reach for the network behind the user's back.
+        raise ValueError("fetch downloads pages from --wiki-api; with --source DIR the pages "
+                         "are already on disk (run --stage events)")
     wanted = _wanted(ctx)
     ctx.pages_dir.mkdir(parents=True, exist_ok=True)
     on_disk = _pages_on_disk(ctx.pages_dir, wanted)

@@ -267,7 +267,7 @@ def _summary(ctx: RunContext, tally: Tally, model: str, stats: GatewayStats, wal
         lines.append(f"  failures: {ctx.path(FAILURES)} (run again to retry them)")
     lines.append(
         f"  LLM {model}: {stats.calls} calls, {stats.cache_hits} cache hits, "
-        f"{stats.prompt_tokens + stats.completion_tokens} tokens, ${stats.cost:.4f}; "
+        f"{stats.prompt_tokens} tokens in, {stats.completion_tokens} out, ${stats.cost:.4f}; "
         f"wall {wall:.1f} s -> {ctx.path(CANDIDATES)}"
     )
     return "\n".join(lines)

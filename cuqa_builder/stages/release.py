@@ -21,8 +21,8 @@ from cuqa_builder.annotation.review import REVIEW_REPORT, ReviewReport
 from cuqa_builder.dataset import load
 from cuqa_builder.jsonio import atomic_write_json, atomic_write_text, iter_jsonl, write_jsonl
 from cuqa_builder.prompts import PromptError, load_prompt
-from cuqa_builder.records import CuqaItem, Event
-from cuqa_builder.run import DATASET, EVENTS, MANIFEST, RunContext, load_run_info
+from cuqa_builder.records import Candidate, CuqaItem, Event
+from cuqa_builder.run import CANDIDATES, DATASET, EVENTS, MANIFEST, RunContext, load_run_info
 from cuqa_builder.wiki.wikitext import revision_url
 
 SCHEMA = "schema.json"
@@ -68,6 +68,10 @@ class ReleaseStats(BaseModel):
     seed: int | None
     validation: dict | None = Field(description="checks' limits, probe model and judge")
     source_pages: dict[str, int | None] = Field(description="page title -> revision used")
+    failed_automatic_checks: int | None = Field(
+        description="released items whose candidate failed a check or probe (kept by review); "
+        "None when the run has no candidates.jsonl"
+    )
     review: ReviewReport | None
 
 
@@ -99,6 +103,18 @@ def _categories(ctx: RunContext, items: list[CuqaItem]) -> dict[str, str]:
         for event in iter_jsonl(ctx.path(EVENTS), Event)
         if event.id in wanted
     }
+
+
+def _failed_automatic_checks(ctx: RunContext, items: list[CuqaItem]) -> int | None:
+    """How many released items failed validation: reviewers can accept those (`--only all`)."""
+    path = ctx.path(CANDIDATES)
+    if not path.exists():
+        return None
+    released = {item.id for item in items}
+    return sum(
+        1 for c in iter_jsonl(path, Candidate)
+        if c.id in released and c.validation is not None and not c.validation.passed
+    )
 
 
 def _review_report(ctx: RunContext) -> ReviewReport | None:
@@ -144,6 +160,7 @@ def compute_stats(ctx: RunContext, name: str, items: list[CuqaItem]) -> ReleaseS
         seed=info.get("seed"),
         validation=info.get("validation"),
         source_pages=dict(sorted({i.event.source_title: i.event.revid for i in items}.items())),
+        failed_automatic_checks=_failed_automatic_checks(ctx, items),
         review=_review_report(ctx),
     )
 
@@ -306,14 +323,15 @@ def _provenance(stats: ReleaseStats, has_manifest: bool) -> str:
         f"most {limits['max_answer_words']} words" if limits else ""
     )
     checks = (
-        f"one question ending in `?`{words}, no prompt residue, a non-empty answer, no answer or "
-        "bridge entity in the question, the known question of ABC items mentions the bridge, "
-        "the event is dated after the cutoff, no duplicate questions"
+        f"one question ending in `?`{words}, no prompt residue, not a mere repeat of one "
+        "sub-question, a non-empty answer, no answer or bridge entity in the question, the "
+        "known question of ABC items mentions the bridge, the event is dated after the cutoff, "
+        "no duplicate questions"
     )
     probes = (
         f"Probes asked **{validation['probe_model']}** closed-book (judge: "
         f"{validation.get('judge')}): items it already answered, items whose known part it did "
-        "not know, and items it could not answer even given the unknown part were dropped. "
+        "not know, and items it could not answer even given the unknown part failed. "
         "Probe prompts: "
         + ", ".join(f"`{n}` (`{h[:16]}`)" for n, h in validation.get("prompts", {}).items())
         + "."
@@ -329,9 +347,18 @@ def _provenance(stats: ReleaseStats, has_manifest: bool) -> str:
         "are seeded per event, so the same seed and pages give the same items)",
         "Prompt templates (sha256 prefixes; the full hashes are in every item's `generator`):",
         _table(("template", "sha256", "source"), prompt_rows),
-        f"Automatic checks: {checks}. {probes}",
+        f"Automatic checks: {checks}. {probes} {_overrides(stats.failed_automatic_checks)}",
         _source_pages(stats, has_manifest),
     ])
+
+
+def _overrides(failed: int | None) -> str:
+    if failed is None:
+        return ""
+    if not failed:
+        return "Every released item passed every check and probe."
+    return (f"{failed} released items failed a check or probe and are kept because reviewers "
+            "accepted them (they were pushed with `cuqa-annotate push --only all`).")
 
 
 def _review(stats: ReleaseStats) -> str:

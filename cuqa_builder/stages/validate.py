@@ -15,8 +15,15 @@ from contextlib import AsyncExitStack
 from dataclasses import asdict
 from pathlib import Path
 
+from cuqa_builder.annotation.review import REVIEW_REPORT
 from cuqa_builder.jsonio import iter_jsonl, read_jsonl, write_jsonl
-from cuqa_builder.llm.settings import LLMSettings, settings_from_args
+from cuqa_builder.llm.settings import (
+    API_TIMEOUT_S,
+    LOCAL_TIMEOUT_S,
+    LLMSettings,
+    local_model_name,
+    settings_from_args,
+)
 from cuqa_builder.llm.types import GatewayStats
 from cuqa_builder.prompts import load_prompt
 from cuqa_builder.records import Candidate, CuqaItem
@@ -41,10 +48,18 @@ def limits_from_options(options: argparse.Namespace) -> Limits:
     )
 
 
-def _with_model(settings: LLMSettings, model: str, base_url: str | None) -> LLMSettings:
-    """The same call settings (cache, retries...) aimed at another model."""
+def _with_model(
+    settings: LLMSettings, model: str, base_url: str | None, timeout_s: float | None
+) -> LLMSettings:
+    """The same call settings (cache, retries...) aimed at another model: `local[:NAME]` is an
+    embedded model whatever the generation used; `timeout_s` is --timeout, if given."""
+    if model == "local" or model.startswith("local:"):
+        local = local_model_name(model)
+        return settings.model_copy(update={"model": None, "base_url": None, "local": local,
+                                           "timeout_s": timeout_s or LOCAL_TIMEOUT_S})
     if base_url:
-        return settings.model_copy(update={"model": model, "base_url": base_url, "local": None})
+        return settings.model_copy(update={"model": model, "base_url": base_url, "local": None,
+                                           "timeout_s": timeout_s or API_TIMEOUT_S})
     if settings.uses_local_model:  # an embedded model is chosen by its registry name
         return settings.model_copy(update={"local": model})
     return settings.model_copy(update={"model": model})
@@ -56,10 +71,10 @@ def probe_settings(
     """The probe model's settings (`--probe-base-url`, else the generation endpoint) and the
     judge's, at the probe's endpoint; None without `--judge-model`."""
     base = settings_from_args(options, default_cache=cache)
-    probe = _with_model(base, options.probe_model, options.probe_base_url)
+    probe = _with_model(base, options.probe_model, options.probe_base_url, options.timeout)
     if not options.judge_model:
         return probe, None
-    return probe, _with_model(probe, options.judge_model, None)
+    return probe, _with_model(probe, options.judge_model, None, options.timeout)
 
 
 async def _probe(
@@ -75,8 +90,8 @@ async def _probe(
         gateway = await stack.enter_async_context(open_gateway(probe))
         judge_gateway = None
         if judging is not None:
-            same = options.judge_model == gateway.model
-            judge_gateway = gateway if same else await stack.enter_async_context(
+            # The same model at the same endpoint: one gateway (one embedded server at most).
+            judge_gateway = gateway if judging == probe else await stack.enter_async_context(
                 open_gateway(judging)
             )
         prober = Prober(gateway, judge_gateway)
@@ -137,15 +152,17 @@ def run(ctx: RunContext) -> str:
     ]
     write_jsonl(path, validated)
     passed = [c.to_item() for c in validated if c.validation and c.validation.passed]
-    return _summary(report, len(passed), _write_dataset(ctx.path(DATASET), passed), probes_line)
+    dataset = _write_dataset(ctx.path(DATASET), ctx.path(REVIEW_REPORT), passed)
+    return _summary(report, len(passed), dataset, probes_line)
 
 
-def _write_dataset(path: Path, items: list[CuqaItem]) -> str:
-    """Write the passed items, unless a person's review is already in the file: that work is
-    never overwritten (pulling the annotations again applies the new verdicts)."""
+def _write_dataset(path: Path, review_report: Path, items: list[CuqaItem]) -> str:
+    """Write the passed items, unless people reviewed this run: their verdicts are never
+    overwritten, not even a review that accepted nothing (pulling the annotations again
+    applies the new verdicts)."""
     reviewed = sum(item.review.status != "unreviewed" for item in iter_jsonl(path, CuqaItem))
-    if reviewed:
-        return (f"(kept {path}: it holds {reviewed} reviewed items; `cuqa-annotate pull` or "
-                "`import` again applies these verdicts)")
+    if reviewed or review_report.exists():
+        return (f"(kept {path}: it holds the {reviewed} items accepted by review; "
+                "`cuqa-annotate pull` or `import` again applies these verdicts)")
     write_jsonl(path, items)
     return f"-> {path}"

@@ -105,6 +105,11 @@ def _cutoff_day(cutoff: str) -> date:
     return parse_cutoff(cutoff)
 
 
+def _duplicate_key(question: str) -> str:
+    # Punctuation becomes a space first, so "Trans-Karoo" and "Trans Karoo" are the same words.
+    return normalize_answer(_NON_WORD.sub(" ", question))
+
+
 # --- the checks --------------------------------------------------------------------------------
 
 
@@ -145,6 +150,27 @@ def template_residue(candidate: Candidate, limits: Limits) -> CheckFailure | Non
         check="template_residue",
         reason=f"prompt text or a placeholder left in the question: {_quote(found.group(0))}",
     )
+
+
+def _echo_sources(candidate: Candidate) -> Iterator[tuple[str, str]]:
+    """(what, text) of every question the merge was given: the sub-questions and, for a hard
+    item, the two easy questions it joins."""
+    for sub in candidate.sub_questions:
+        yield f"the {sub.kind} sub-question", sub.question
+    for item in candidate.sub_items:
+        yield f"the easy item {item.id}", item.question
+
+
+def prompt_echo(candidate: Candidate, limits: Limits) -> CheckFailure | None:
+    # A merge that hands back one of its inputs has dropped the other part: not compositional.
+    question = _duplicate_key(candidate.question)
+    for what, text in _echo_sources(candidate):
+        if _duplicate_key(text) == question:
+            return CheckFailure(
+                check="prompt_echo",
+                reason=f"the question only repeats {what} {_quote(text)} instead of merging",
+            )
+    return None
 
 
 def short_answer(candidate: Candidate, limits: Limits) -> CheckFailure | None:
@@ -234,6 +260,7 @@ CHECKS: tuple[Check, ...] = (
     Check(one_question),
     Check(question_length),
     Check(template_residue),
+    Check(prompt_echo),
     Check(short_answer),
     Check(answer_in_question),
     Check(bridge_in_question, applies=lambda c: bool(hidden_bridges(c))),
@@ -242,11 +269,6 @@ CHECKS: tuple[Check, ...] = (
 )
 DUPLICATE = "duplicate"
 CHECK_NAMES: tuple[str, ...] = (*(c.name for c in CHECKS), DUPLICATE)
-
-
-def _duplicate_key(question: str) -> str:
-    # Punctuation becomes a space first, so "Trans-Karoo" and "Trans Karoo" are the same words.
-    return normalize_answer(_NON_WORD.sub(" ", question))
 
 
 def find_duplicates(
