@@ -66,6 +66,9 @@ def test_push_is_idempotent_and_carries_the_checks(
                 for cid, t in tasks.items()}
     assert verdicts["cand-0001"][0]["value"]["choices"] == ["accept"]
     assert verdicts["cand-0099"][0]["value"]["choices"] == ["reject"]
+    # Label Studio pre-labels a task with the predictions of the project's model version.
+    prediction_version = tasks["cand-0001"].predictions[0].model_version
+    assert sdk.projects.get(project.id).model_version == prediction_version
 
 
 def test_annotations_come_back_as_reviewed_items(

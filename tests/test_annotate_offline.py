@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from cuqa_builder import __version__
 from cuqa_builder.annotation.config import (
     LabelingConfig,
     LabelingConfigError,
@@ -104,7 +105,9 @@ def test_every_task_fills_every_variable_of_the_config() -> None:
 
 def test_task_shows_the_source_revision_and_ties_back_to_the_candidate() -> None:
     task = build_task(candidate(1), CONFIG)
-    assert task["meta"] == {"candidate_id": "cand-0001"}
+    assert task["meta"] == {"candidate_id": "cand-0001", "tool": f"cuqa-builder {__version__}"}
+    # Stable across releases: Label Studio pre-labels only with the project's model version.
+    assert task["predictions"][0]["model_version"] == "cuqa-builder-checks"
     assert "oldid=1001" in task["data"]["revision_link"]
     assert task["data"]["known_pair"].startswith("Q: Which lake does the MV Harrowgate 1 cross?")
     assert task["data"]["event_date"] == "2023-09-10"

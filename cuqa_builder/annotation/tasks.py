@@ -26,7 +26,11 @@ from cuqa_builder.records import Candidate, CheckFailure, SubQuestion, Validatio
 from cuqa_builder.wiki.wikitext import revision_url
 
 Only = Literal["passed", "all"]
-MODEL_VERSION = f"cuqa-builder-{__version__}-checks"
+# Label Studio pre-labels a task with the predictions of the project's model version only, so
+# it stays the same across releases of this tool (a reused project keeps its pre-labels); the
+# tool version goes in each task's meta instead.
+MODEL_VERSION = "cuqa-builder-checks"
+TOOL = f"cuqa-builder {__version__}"
 CANDIDATE_ID = "candidate_id"
 
 # Check names come from the validators and probes; the first keyword found in a failed check's
@@ -63,7 +67,7 @@ def build_tasks(candidates: Iterable[Candidate], config: LabelingConfig) -> list
 def build_task(candidate: Candidate, config: LabelingConfig) -> dict[str, Any]:
     return {
         "data": task_data(candidate),
-        "meta": {CANDIDATE_ID: candidate.id},
+        "meta": {CANDIDATE_ID: candidate.id, "tool": TOOL},
         "predictions": [prediction(candidate, config)],
     }
 
