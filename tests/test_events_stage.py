@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import logging
 import shutil
 from datetime import date
@@ -205,3 +206,17 @@ def test_parse_page_dispatches_by_title():
 def test_revision_links_follow_the_configured_wiki():
     assert index_url_for("http://127.0.0.1:8080/w/api.php") == "http://127.0.0.1:8080/w/index.php"
     assert index_url_for(None) == "https://en.wikipedia.org/w/index.php"
+
+
+def test_a_snapshot_run_records_the_revisions_it_read(april_run):
+    _, out, _, _, _ = april_run
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["snapshot"] == str(FIXTURES)
+    read = {}
+    for sidecar in FIXTURES.glob("*.json"):
+        meta = json.loads(sidecar.read_text())
+        read[meta["title"]] = meta["revid"]
+    # Pages that could not be parsed are not part of the dataset's provenance.
+    assert set(manifest["pages"]) < set(read)
+    assert {"2023", MAY_14, SEPT_10} <= set(manifest["pages"])
+    assert all(manifest["pages"][title] == read[title] for title in manifest["pages"])

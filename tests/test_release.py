@@ -199,7 +199,7 @@ def test_an_offline_unreviewed_run_says_so(run: Path, tmp_path: Path) -> None:
     assert not (folder / "manifest.json").exists()  # the earlier release's is gone too
     body = card_parts(folder)[1]
     assert "No human review report was found" in body
-    assert "there is no page manifest" in body
+    assert "The run left no page manifest" in body
     assert cuqa_builder.load(folder)[0].review.status == "unreviewed"
 
 

@@ -17,11 +17,12 @@ from pathlib import Path
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
-from cuqa_builder.jsonio import write_jsonl
+from cuqa_builder.jsonio import atomic_write_json, write_jsonl
 from cuqa_builder.records import Event, Page
-from cuqa_builder.run import EVENTS, RunContext
+from cuqa_builder.run import EVENTS, MANIFEST, RunContext
 from cuqa_builder.snapshot import SnapshotError, iter_snapshot, page_kind
 from cuqa_builder.stages.entities import EntityExtractor
+from cuqa_builder.stages.fetch import Manifest, now
 from cuqa_builder.wiki.portal import parse_portal, portal_day
 from cuqa_builder.wiki.titles import parse_sources
 from cuqa_builder.wiki.wikitext import WIKIPEDIA_INDEX, ParseError
@@ -63,6 +64,7 @@ class ParseReport:
     pages_read: int = 0
     pages_outside: int = 0  # day pages not parsed: their day is outside the window
     skipped: Counter[str] = field(default_factory=Counter)  # reason -> pages
+    revisions: dict[str, int] = field(default_factory=dict)  # title -> revid of pages read
     warnings: int = 0
 
     def skip(self, name: str, reason: str, counted_as: str | None = None) -> None:
@@ -126,6 +128,7 @@ def _parse_one(
         report.skip(title, f"unexpected {type(exc).__name__}: {exc}")
         return []
     report.pages_read += 1
+    report.revisions[title] = page.meta.revid
     return found
 
 
@@ -166,8 +169,21 @@ def run(ctx: RunContext) -> str:
     # A stable sort after page-order parsing keeps each page's own order within a day.
     kept.sort(key=lambda event: (event.date, event.source.title))
     write_jsonl(ctx.path(EVENTS), kept)
+    if options.source:  # a fetched run already has the manifest of what it fetched
+        _save_snapshot_manifest(ctx, report)
     return summarize(ctx, report, kept, outside=len(parsed) - len(in_window),
                      duplicates=len(in_window) - len(kept))
+
+
+def _save_snapshot_manifest(ctx: RunContext, report: ParseReport) -> None:
+    """Which page revisions the snapshot held, so `--revisions` can fetch the same ones."""
+    manifest = Manifest(
+        api=ctx.options.wiki_api,
+        fetched=now(),
+        pages=dict(sorted(report.revisions.items())),
+        snapshot=str(ctx.options.source),
+    )
+    atomic_write_json(ctx.path(MANIFEST), manifest.model_dump())
 
 
 def summarize(

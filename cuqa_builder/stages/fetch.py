@@ -29,8 +29,9 @@ class Manifest(Record):
     """`manifest.json`: which revision of each page a run used, to fetch the same ones later."""
 
     api: str
-    fetched: str  # ISO time of the fetch, UTC
+    fetched: str  # ISO time of the fetch (or of reading a snapshot), UTC
     pages: dict[str, int]  # title -> revid
+    snapshot: str | None = None  # the --source directory, when the pages came from one
 
 
 @dataclass
@@ -68,7 +69,7 @@ def run(ctx: RunContext) -> str:
     on_disk = _pages_on_disk(ctx.pages_dir, wanted)
     todo = [title for title in wanted if title not in on_disk]
     counts = FetchCounts(present=len(on_disk))
-    manifest = Manifest(api=options.wiki_api, fetched=_now(), pages=on_disk)
+    manifest = Manifest(api=options.wiki_api, fetched=now(), pages=on_disk)
     _save_manifest(ctx, manifest, wanted)
     requests_made = 0
     if todo:
@@ -134,5 +135,5 @@ def _save_manifest(ctx: RunContext, manifest: Manifest, wanted: dict[str, int | 
     atomic_write_json(ctx.path(MANIFEST), data)
 
 
-def _now() -> str:
+def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -298,11 +298,11 @@ def _source_pages(stats: ReleaseStats, has_manifest: bool) -> str:
     if more > 0:
         listed.append(f"- … and {more} more, listed in `{STATS}` (`source_pages`)")
     manifest = (
-        f"`{MANIFEST}` is the run's page manifest (every page fetched, title -> revision id): "
+        f"`{MANIFEST}` is the run's page manifest (every page the run read, title -> revision id): "
         "`cuqa-build --revisions manifest.json` fetches exactly those revisions again."
         if has_manifest
-        else "The run read an offline snapshot, so there is no page manifest; the revisions "
-        f"used are in `{STATS}` (`source_pages`)."
+        else "The run left no page manifest; the revisions used are in "
+        f"`{STATS}` (`source_pages`)."
     )
     return "\n".join([
         f"Events come from {len(pages)} Wikipedia pages (year articles and Current events "
