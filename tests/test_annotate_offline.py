@@ -327,3 +327,13 @@ def test_push_without_an_api_key_fails_in_one_line(
     assert main(["push", "--run", str(run), "--url", "http://127.0.0.1:9"]) == 1
     err = capsys.readouterr().err
     assert "LABEL_STUDIO_API_KEY" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_malformed_candidates_file_is_one_line_naming_file_and_line(tmp_path: Path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    good = candidate(1).model_dump_json()
+    (run / "candidates.jsonl").write_text(good + "\n" + '{"id": "cq-2"}\n')
+    assert main(["export", "--run", str(run)]) != 0
+    err = capsys.readouterr().err.strip()
+    assert "candidates.jsonl:2" in err and "\n" not in err

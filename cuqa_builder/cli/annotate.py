@@ -14,8 +14,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from cuqa_builder import __version__
 from cuqa_builder.annotation.client import (
     API_KEY_ENV,
@@ -26,7 +24,7 @@ from cuqa_builder.annotation.client import (
 from cuqa_builder.annotation.config import load_labeling_config
 from cuqa_builder.annotation.review import REVIEW_REPORT, review_export
 from cuqa_builder.annotation.tasks import Only, build_tasks, select_candidates
-from cuqa_builder.jsonio import atomic_write_json, read_jsonl, write_jsonl
+from cuqa_builder.jsonio import JsonlError, atomic_write_json, read_jsonl, write_jsonl
 from cuqa_builder.records import Candidate
 from cuqa_builder.run import CANDIDATES, DATASET
 
@@ -100,10 +98,8 @@ def read_candidates(run: Path) -> list[Candidate]:
         raise CommandError(f"{path} does not exist: run cuqa-build on {run} first")
     try:
         return read_jsonl(path, Candidate)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(map(str, first["loc"])) or "line"
-        raise CommandError(f"{path} holds a malformed candidate: {where}: {first['msg']}") from None
+    except JsonlError as exc:  # names the file and line
+        raise CommandError(str(exc)) from None
 
 
 def review_tasks(run: Path, only: Only) -> list[dict[str, Any]]:
