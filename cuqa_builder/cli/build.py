@@ -173,7 +173,10 @@ def main(argv: list[str] | None = None) -> int:
         format="%(levelname)s %(name)s: %(message)s",
     )
     # The HTTP clients log every request at INFO, which would drown the progress bars.
-    logging.getLogger("httpx").setLevel(logging.DEBUG if args.verbose else logging.WARNING)
+    for client_logger in ("httpx", "httpx2"):  # the names the openai client's HTTP stack uses
+        logging.getLogger(client_logger).setLevel(
+            logging.DEBUG if args.verbose else logging.WARNING
+        )
     try:
         window = _window(args)
     except WindowError as exc:
