@@ -116,8 +116,9 @@ def scripted(args: argparse.Namespace, root: Path) -> None:
           f"concurrency {args.concurrency}")
     print(f"first run:   {made} candidates, {calls} calls, wall {wall:.2f} s, "
           f"ideal {ideal:.2f} s -> {wall / ideal:.3f}x (target <= 1.15x)")
-    print(f"             start-up before the first call {startup:.2f} s (imports, spaCy); "
-          f"first call to last answer {calling:.2f} s -> {calling / ideal:.3f}x")
+    print(f"             start-up before the first call {startup:.2f} s (imports; spaCy "
+          f"loads beside the first calls); first call to last answer {calling:.2f} s "
+          f"-> {calling / ideal:.3f}x")
     print(f"             CPU of this process {cpu:.2f} s = {cpu / calls * 1000:.2f} ms per call "
           "(start-up, gateway, client, parsing, spaCy on passages, JSONL)")
     print(f"same again:  {again_calls} calls, wall {again_wall:.2f} s (target: 0 calls, < 5 s)")
