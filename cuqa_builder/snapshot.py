@@ -11,7 +11,7 @@ import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 from pydantic import ValidationError
 
@@ -38,10 +38,6 @@ def page_kind(title: str) -> str | None:
 def page_filename(title: str) -> str:
     """File stem for a title: spaces as underscores, anything unsafe percent-encoded."""
     return quote(title.replace(" ", "_"), safe="-_.,()")
-
-
-def title_from_filename(stem: str) -> str:
-    return unquote(stem).replace("_", " ")
 
 
 def sha256_text(text: str) -> str:

@@ -18,7 +18,6 @@ from cuqa_builder.snapshot import (
     iter_snapshot,
     page_filename,
     page_kind,
-    title_from_filename,
     write_page,
 )
 from cuqa_builder.window import Window, WindowError
@@ -114,7 +113,7 @@ def test_snapshot_round_trip_and_errors(tmp_path: Path) -> None:
     assert page_kind(title) == "portal"
     assert page_kind("2023") == "year"
     assert page_kind("Paris") is None
-    assert title_from_filename(page_filename(title)) == title
+    assert page_filename(title) == "Portal%3ACurrent_events%2F2023_September_10"
     page = Page(meta=PageMeta(title=title, revid=7, timestamp="2023-09-11T00:00:00Z"), wikitext="x")
     write_page(tmp_path, page)
     (tmp_path / "Broken.wiki").write_text("no sidecar")

@@ -6,16 +6,15 @@ import hashlib
 import logging
 import shutil
 import socket
-import threading
 import zipfile
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from cuqa_builder.cli.models import main
 from cuqa_builder.llm.local import REGISTRY, ensure_model
+from tests.fakes.loopback import LoopbackServer, QuietHandler
 
 SMALL = "smollm2-135m-instruct-q4_1"
 BIG = "qwen2.5-coder-1.5b-instruct-q4_k_m"
@@ -174,23 +173,15 @@ def hf_mirror(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, bytes]]:
     """A local stand-in for Hugging Face's resolve URLs (via $HF_ENDPOINT): path -> bytes."""
     files: dict[str, bytes] = {}
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
-
+    class Handler(QuietHandler):
         def do_GET(self) -> None:
             body = files.get(self.path)
-            self.send_response(200 if body is not None else 404)
-            self.send_header("Content-Length", str(len(body or b"")))
-            self.end_headers()
-            self.wfile.write(body or b"")
+            status = 200 if body is not None else 404
+            self.send_body(status, body or b"", "application/octet-stream", {})
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
-    yield files
-    server.shutdown()
-    server.server_close()
+    with LoopbackServer(Handler) as server:
+        monkeypatch.setenv("HF_ENDPOINT", server.origin)
+        yield files
 
 
 def test_a_hugging_face_download_is_verified_like_any_source(

@@ -4,9 +4,7 @@ prop=extracts (formatversion=2), through the real MediaWiki client."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlparse
@@ -19,6 +17,7 @@ from cuqa_builder.jsonio import write_jsonl
 from cuqa_builder.retrieval.wiki_search import WikiSearchRetriever
 from cuqa_builder.solvers.base import RetrievalError
 from cuqa_builder.wiki.client import MediaWikiClient
+from tests.fakes.loopback import LoopbackServer, QuietHandler
 from tests.fakes.openai_server import RuleResponder, ScriptedLLM
 
 INTROS = {
@@ -28,18 +27,16 @@ INTROS = {
 }
 
 
-class SearchAPI:
+class SearchAPI(LoopbackServer):
     """Search ranks titles by how many query words they share with title + intro."""
 
     def __init__(self) -> None:
         self.requests: list[dict[str, str]] = []
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        super().__init__(self._handler())
 
     @property
     def url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}/w/api.php"
+        return f"{self.origin}/w/api.php"
 
     def answer(self, params: dict[str, str]) -> dict[str, Any]:
         if "broken" in params.get("srsearch", ""):  # an API error the client does not retry
@@ -56,33 +53,23 @@ class SearchAPI:
                  for n, title in enumerate(params["titles"].split("|"), start=1)]
         return {"batchcomplete": True, "query": {"pages": pages}}
 
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
+    def _handler(self) -> type[QuietHandler]:
         api = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:
-                pass
-
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 params = dict(parse_qsl(urlparse(self.path).query))
                 api.requests.append(params)
                 data = json.dumps(api.answer(params)).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                self.send_body(200, data, "application/json", {})
 
         return Handler
 
 
 @pytest.fixture
 def api() -> Iterator[SearchAPI]:
-    server = SearchAPI()
-    server.thread.start()
-    yield server
-    server.server.shutdown()
-    server.server.server_close()
+    with SearchAPI() as server:
+        yield server
 
 
 def retriever(api: SearchAPI) -> WikiSearchRetriever:
