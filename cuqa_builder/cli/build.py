@@ -38,6 +38,16 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    _add_window_arguments(parser)
+    _add_run_arguments(parser)
+    _add_source_arguments(parser)
+    add_llm_arguments(parser)
+    _add_check_arguments(parser)
+    _add_release_arguments(parser)
+    return parser
+
+
+def _add_window_arguments(parser: argparse.ArgumentParser) -> None:
     window = parser.add_argument_group("window")
     window.add_argument(
         "--cutoff",
@@ -46,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     window.add_argument("--until", help="last day of the window, YYYY-MM[-DD] (default: today)")
 
+
+def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     run = parser.add_argument_group("run")
     run.add_argument("--out", type=Path, required=True, help="run directory")
     run.add_argument(
@@ -61,6 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
 
+
+def _add_source_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_argument_group("Wikipedia source")
     where = source.add_mutually_exclusive_group()
     where.add_argument(
@@ -96,8 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="spaCy pipeline for NER (default: %(default)s)",
     )
 
-    add_llm_arguments(parser)
 
+def _add_check_arguments(parser: argparse.ArgumentParser) -> None:
     checks = parser.add_argument_group("validation and probes")
     checks.add_argument("--probe-model", help="target model asked closed-book by the probes "
                         "(local[:NAME]: an embedded model)")
@@ -114,6 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
     checks.add_argument("--max-answer-words", type=int, metavar="N", default=10,
                         help="longest answer kept, in words (default: 10)")
 
+
+def _add_release_arguments(parser: argparse.ArgumentParser) -> None:
     release = parser.add_argument_group("release")
     release.add_argument("--name", help="dataset name: writes output/NAME/")
     release.add_argument(
@@ -122,7 +138,6 @@ def build_parser() -> argparse.ArgumentParser:
         default=Path("output"),
         help="where releases go (default: output)",
     )
-    return parser
 
 
 def _count(text: str) -> int:
