@@ -324,6 +324,33 @@ def test_self_ask_stops_after_max_follow_ups() -> None:
     assert prediction == "fact 4"  # the last intermediate answer
 
 
+def test_self_ask_writes_the_next_cue_after_a_bare_yes_or_no() -> None:
+    # Chat models answer "Are follow up questions needed here:" and stop there.
+    rules = [
+        ((SELF_ASK, "Intermediate answer: Ada Quill\nNo\nSo the final answer is:"), "Ada Quill."),
+        ((SELF_ASK, "Intermediate answer: Ada Quill\n"), "No"),
+        ((SELF_ASK, f"{QUESTION}\nAre follow up questions needed here: Yes\nFollow up:"),
+         f" {SUB_WINNER}"),
+        ((SELF_ASK,), "Yes"),
+        ((READ, q(SUB_WINNER)), "Ada Quill"),
+    ]
+    prediction, run, llm = solve("self-ask", QUESTION, PromptRules(rules),
+                                 retriever=MemoryRetriever(CORPUS))
+    assert prediction == "Ada Quill"
+    # yes, its follow-up, the read, no, the final answer
+    assert (run.llm_calls, run.retrieval_calls) == (5, 1)
+    assert routes(run, "self-ask") == [{"stop": "final answer", "follow_ups": 1}]
+
+
+def test_self_ask_nudges_a_bare_answer_only_once() -> None:
+    # After the "Follow up:" cue the model says nothing: no second cue, the run ends.
+    cued = f"{QUESTION}\nAre follow up questions needed here: Yes\nFollow up:"
+    rules = [((SELF_ASK, cued), ""), ((SELF_ASK,), "Yes")]
+    prediction, run, _ = solve("self-ask", QUESTION, PromptRules(rules))
+    assert (run.llm_calls, run.retrieval_calls) == (2, 0)
+    assert routes(run, "self-ask") == [{"stop": "no follow-up question", "follow_ups": 0}]
+
+
 def test_self_ask_answers_without_follow_ups() -> None:
     rules = [((SELF_ASK,), " No.\nSo the final answer is: Port Vela")]
     prediction, run, _ = solve("self-ask", SUB_WINNER, PromptRules(rules))

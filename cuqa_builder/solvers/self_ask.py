@@ -3,6 +3,10 @@
 The model writes "Follow up:" questions; generation stops before it can write the
 "Intermediate answer:" itself, the follow-up is answered by retrieve-then-read, and the answer is
 fed back for the model to continue, until it writes "So the final answer is:".
+
+Chat models often answer the scaffold's "Are follow up questions needed here:" with a bare "Yes"
+or "No" and stop. The format's next cue ("Follow up:" or "So the final answer is:") is then
+written for them and they are asked to go on, once per bare answer.
 """
 
 from __future__ import annotations
@@ -20,7 +24,19 @@ SELF_ASK_DEMOS = "solver_demos_self_ask"
 INTERMEDIATE = "Intermediate answer:"
 STOP = [INTERMEDIATE, *NEXT_EXAMPLE]
 MAX_FOLLOW_UPS = 4  # the demonstrations need two; a looping model is cut off after four
+FINAL_CUE = "So the final answer is:"
 _FOLLOW_UP = re.compile(r"Follow up:[ \t]*(.*)")
+_BARE_YES_NO = re.compile(r"\s*(yes|no)\W*", re.IGNORECASE)
+
+
+def _next_cue(generated: str, at_start: bool) -> str:
+    """After a bare "Yes"/"No", the model's words followed by the cue the format expects next."""
+    bare = _BARE_YES_NO.fullmatch(generated)
+    if bare is None:
+        return ""
+    cue = "Follow up:" if bare.group(1).lower() == "yes" else FINAL_CUE
+    words = generated.strip()
+    return f"{' ' if at_start else ''}{words}\n{cue}"  # the prompt ends "needed here:"
 
 
 def _with_follow_up(scratchpad: str, generated: str, answer: str) -> str:
@@ -33,19 +49,26 @@ def _with_follow_up(scratchpad: str, generated: str, answer: str) -> str:
 async def self_ask(question: str, run: SolverRun) -> str:
     values = {"demonstrations": demonstrations(SELF_ASK_DEMOS), "question": question}
     scratchpad = ""
+    cue = ""  # words written for the model after a bare yes/no, which it continues
     answers: list[str] = []
     generated = ""
-    for _ in range(MAX_FOLLOW_UPS + 1):
-        result = await run.ask(SELF_ASK, {**values, "scratchpad": scratchpad}, stop=STOP)
-        generated = cut_at_stop(result.text, STOP)
+    follow_up = None
+    while True:
+        prompt = {**values, "scratchpad": scratchpad + cue}
+        result = await run.ask(SELF_ASK, prompt, stop=STOP)
+        generated = cue + cut_at_stop(result.text, STOP)
         answer = final_answer(generated)
         if answer is not None:
             run.route("self-ask", stop="final answer", follow_ups=len(answers))
             return answer
         follow_up = _FOLLOW_UP.search(generated)
         if follow_up is None or not follow_up.group(1).strip():
+            cue = "" if cue else _next_cue(generated, at_start=not scratchpad)
+            if cue:
+                continue
             run.route("self-ask", stop="no follow-up question", follow_ups=len(answers))
             break
+        cue = ""
         if len(answers) == MAX_FOLLOW_UPS:
             run.route("self-ask", stop="max follow-ups", follow_ups=len(answers))
             break
