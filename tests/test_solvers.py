@@ -331,7 +331,7 @@ def test_self_ask_writes_the_next_cue_after_a_bare_yes_or_no() -> None:
         ((SELF_ASK, "Intermediate answer: Ada Quill\n"), "No"),
         ((SELF_ASK, f"{QUESTION}\nAre follow up questions needed here: Yes\nFollow up:"),
          f" {SUB_WINNER}"),
-        ((SELF_ASK,), "Yes"),
+        ((SELF_ASK,), "Yes, follow up questions are needed here."),
         ((READ, q(SUB_WINNER)), "Ada Quill"),
     ]
     prediction, run, llm = solve("self-ask", QUESTION, PromptRules(rules),

@@ -4,9 +4,9 @@ The model writes "Follow up:" questions; generation stops before it can write th
 "Intermediate answer:" itself, the follow-up is answered by retrieve-then-read, and the answer is
 fed back for the model to continue, until it writes "So the final answer is:".
 
-Chat models often answer the scaffold's "Are follow up questions needed here:" with a bare "Yes"
-or "No" and stop. The format's next cue ("Follow up:" or "So the final answer is:") is then
-written for them and they are asked to go on, once per bare answer.
+Chat models often answer the scaffold's "Are follow up questions needed here:" with a plain "Yes"
+or "No" (or a sentence starting so) and stop. The format's next line is then written for them
+("Yes\nFollow up:" or "No\nSo the final answer is:") and they are asked to go on, once each time.
 """
 
 from __future__ import annotations
@@ -26,17 +26,17 @@ STOP = [INTERMEDIATE, *NEXT_EXAMPLE]
 MAX_FOLLOW_UPS = 4  # the demonstrations need two; a looping model is cut off after four
 FINAL_CUE = "So the final answer is:"
 _FOLLOW_UP = re.compile(r"Follow up:[ \t]*(.*)")
-_BARE_YES_NO = re.compile(r"\s*(yes|no)\W*", re.IGNORECASE)
+_YES_NO_REPLY = re.compile(r"\s*(yes|no)\b", re.IGNORECASE)
 
 
 def _next_cue(generated: str, at_start: bool) -> str:
-    """After a bare "Yes"/"No", the model's words followed by the cue the format expects next."""
-    bare = _BARE_YES_NO.fullmatch(generated)
-    if bare is None:
+    """After a reply that only says yes or no, that word and the line the format expects next."""
+    reply = _YES_NO_REPLY.match(generated)
+    if reply is None:
         return ""
-    cue = "Follow up:" if bare.group(1).lower() == "yes" else FINAL_CUE
-    words = generated.strip()
-    return f"{' ' if at_start else ''}{words}\n{cue}"  # the prompt ends "needed here:"
+    word = reply.group(1).capitalize()
+    cue = "Follow up:" if word == "Yes" else FINAL_CUE
+    return f"{' ' if at_start else ''}{word}\n{cue}"  # the prompt ends "needed here:"
 
 
 def _with_follow_up(scratchpad: str, generated: str, answer: str) -> str:
