@@ -158,6 +158,33 @@ def test_a_repeated_call_is_a_cache_hit_with_no_server_call(tmp_path: Path) -> N
     assert summary.cost == pytest.approx(first.cost)
 
 
+@pytest.mark.parametrize("cached", [True, False])
+def test_identical_calls_in_flight_together_are_paid_once(tmp_path: Path, cached: bool) -> None:
+    async def together(gw: Gateway) -> tuple[list[ChatResult], int]:
+        results = await asyncio.gather(*(gw.chat(ask("hi", seed=1)) for _ in range(3)))
+        return list(results), gw.stats.cache_hits
+
+    with ScriptedLLM(RuleResponder([], default=Reply(text="hello", delay_s=0.3))) as llm:
+        settings = settings_for(llm, tmp_path, cache_path=tmp_path / "c.sqlite" if cached else None)
+        results, hits = with_gateway(settings, together)
+        assert llm.calls == 1
+    assert [r.text for r in results] == ["hello"] * 3
+    assert [r.cached for r in results].count(False) == 1
+    assert hits == 2
+
+
+def test_a_failed_call_fails_every_identical_caller_waiting_on_it(tmp_path: Path) -> None:
+    async def together(gw: Gateway) -> list[BaseException | ChatResult]:
+        calls = (gw.chat(ask("hi", seed=1)) for _ in range(2))
+        return list(await asyncio.gather(*calls, return_exceptions=True))
+
+    refused = Reply(status=400, text="bad request", delay_s=0.3)
+    with ScriptedLLM(RuleResponder([], default=refused)) as llm:
+        outcomes = with_gateway(settings_for(llm, tmp_path), together)
+        assert llm.calls == 1
+    assert all(isinstance(o, LLMError) for o in outcomes)
+
+
 def test_a_cached_answer_is_stored_verbatim(tmp_path: Path) -> None:
     answer = "Bearer Bonds of sk-learnsomething fame"  # shaped like secrets, but an answer
     with ScriptedLLM(RuleResponder([], default=answer)) as llm:

@@ -72,6 +72,9 @@ class Gateway:
         self._slots = asyncio.Semaphore(concurrency)
         self._stats = GatewayStats()
         self._started = time.monotonic()
+        # Identical requests made while the first is still running wait for its answer
+        # instead of paying for the same call again.
+        self._pending: dict[str, asyncio.Future[ChatResult]] = {}
 
     @property
     def stats(self) -> GatewayStats:
@@ -101,6 +104,31 @@ class Gateway:
                 self._stats.cache_hits += 1
                 # A hit costs nothing and takes no model time; the answer and its usage are kept.
                 return _result(hit.response, self.model, latency_s=0.0, cached=True)
+        pending = self._pending.get(key)
+        if pending is not None:
+            result = await asyncio.shield(pending)
+            self._stats.cache_hits += 1
+            return result.model_copy(update={"cached": True, "cost": 0.0, "latency_s": 0.0})
+        self._pending[key] = asyncio.get_running_loop().create_future()
+        try:
+            result = await self._call_and_store(key, canonical, request)
+        except BaseException as exc:
+            self._settle(key, exc)
+            raise
+        self._settle(key, result)
+        return result
+
+    def _settle(self, key: str, outcome: ChatResult | BaseException) -> None:
+        future = self._pending.pop(key)
+        if isinstance(outcome, BaseException):
+            future.set_exception(outcome)
+            future.exception()  # nobody may be waiting: do not warn "never retrieved"
+        else:
+            future.set_result(outcome)
+
+    async def _call_and_store(
+        self, key: str, canonical: str, request: ChatRequest
+    ) -> ChatResult:
         body, raw, latency = await self._call_with_retries(request)
         result = _result(body, self.model, latency_s=latency, cached=False)
         result.cost = self._prices.cost(self.model, result.prompt_tokens, result.completion_tokens)
