@@ -11,11 +11,12 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from cuqa_builder.errors import CuqaError
 from cuqa_builder.records import CuqaItem
 from cuqa_builder.run import DATASET
 
 
-class DatasetError(ValueError):
+class DatasetError(CuqaError, ValueError):
     """A dataset file that cannot be read as CuQA items."""
 
 

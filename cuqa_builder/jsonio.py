@@ -17,11 +17,13 @@ from typing import IO, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from cuqa_builder.errors import CuqaError
+
 log = logging.getLogger(__name__)
 M = TypeVar("M", bound=BaseModel)
 
 
-class JsonlError(ValueError):
+class JsonlError(CuqaError, ValueError):
     """A line of a JSONL file that is not the record expected there (named by path:line)."""
 
 

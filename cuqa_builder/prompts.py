@@ -12,10 +12,12 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from cuqa_builder.errors import CuqaError
+
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
 
-class PromptError(ValueError):
+class PromptError(CuqaError, ValueError):
     pass
 
 

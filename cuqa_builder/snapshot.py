@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 from pydantic import ValidationError
 
+from cuqa_builder.errors import CuqaError
 from cuqa_builder.jsonio import atomic_write_json, atomic_write_text
 from cuqa_builder.records import Page, PageMeta
 
@@ -22,7 +23,7 @@ _YEAR_TITLE = re.compile(r"^\d{4}$")
 _PORTAL_TITLE = re.compile(r"^Portal:Current events/\d{4} [A-Z][a-z]+ \d{1,2}$")
 
 
-class SnapshotError(ValueError):
+class SnapshotError(CuqaError, ValueError):
     """A page in a snapshot directory that cannot be read (the message names it)."""
 
 

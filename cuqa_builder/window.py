@@ -7,11 +7,13 @@ import re
 from dataclasses import dataclass
 from datetime import date
 
+from cuqa_builder.errors import CuqaError
+
 _MONTH = re.compile(r"^(\d{4})-(\d{2})$")
 _DAY = re.compile(r"^(\d{4})-(\d{2})-(\d{2})$")
 
 
-class WindowError(ValueError):
+class WindowError(CuqaError, ValueError):
     """An invalid cutoff or window; the CLI prints it on one line and exits with 2."""
 
 

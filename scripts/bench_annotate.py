@@ -22,15 +22,13 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `tests` lives in the repo
-
-from cuqa_builder.annotation.client import ReviewServer  # noqa: E402
-from cuqa_builder.annotation.config import load_labeling_config  # noqa: E402
-from cuqa_builder.cli.annotate import main as annotate  # noqa: E402
-from cuqa_builder.cli.annotate import review_tasks  # noqa: E402
-from cuqa_builder.jsonio import write_jsonl  # noqa: E402
-from tests.annotate_fixtures import accept, candidate, reject  # noqa: E402
-from tests.labelstudio_server import start_label_studio  # noqa: E402
+from cuqa_builder.annotation.client import ReviewServer
+from cuqa_builder.annotation.config import load_labeling_config
+from cuqa_builder.cli.annotate import main as annotate
+from cuqa_builder.cli.annotate import review_tasks
+from cuqa_builder.jsonio import write_jsonl
+from cuqa_builder.testing.annotate_fixtures import accept, candidate, reject
+from cuqa_builder.testing.labelstudio_server import start_label_studio
 
 
 def timed(action: Callable[[], int]) -> float:

@@ -29,11 +29,9 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `tests.fakes` lives in the repo
-
-from cuqa_builder.cli.evaluate import main as cuqa_eval  # noqa: E402
-from cuqa_builder.jsonio import write_jsonl  # noqa: E402
-from cuqa_builder.records import (  # noqa: E402
+from cuqa_builder.cli.evaluate import main as cuqa_eval
+from cuqa_builder.jsonio import write_jsonl
+from cuqa_builder.records import (
     CuqaItem,
     Event,
     EventRef,
@@ -41,8 +39,8 @@ from cuqa_builder.records import (  # noqa: E402
     GeneratorInfo,
     SubQuestion,
 )
-from cuqa_builder.solvers import METHODS  # noqa: E402
-from tests.fakes.openai_server import Reply, ScriptedLLM, last_user_message  # noqa: E402
+from cuqa_builder.solvers import METHODS
+from cuqa_builder.testing.openai_server import Reply, ScriptedLLM, last_user_message
 
 SOURCE = EventSource(title="2024", revid=1, url="https://en.wikipedia.org/wiki/2024")
 _QUESTION = re.compile(r"Question: (.*)")

@@ -25,12 +25,10 @@ import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.fakes, from a checkout
-
-from cuqa_builder.llm.cache import CallCache, canonical_request, request_key  # noqa: E402
-from cuqa_builder.llm.gateway import open_gateway  # noqa: E402
-from cuqa_builder.llm.settings import LLMSettings  # noqa: E402
-from cuqa_builder.llm.types import ChatRequest, ChatResult  # noqa: E402
+from cuqa_builder.llm.cache import CallCache, canonical_request, request_key
+from cuqa_builder.llm.gateway import open_gateway
+from cuqa_builder.llm.settings import LLMSettings
+from cuqa_builder.llm.types import ChatRequest, ChatResult
 
 LATENCY_S = 0.2
 # About the size of a generation prompt (an event and its instructions) and of its answer.
@@ -40,7 +38,7 @@ ANSWER = "What did the city council approve on the same day the new bridge opene
 
 def serve_scripted(pipe: Connection) -> None:
     """Child process: the scripted server until told to stop; reports how many calls it got."""
-    from tests.fakes.openai_server import Reply, RuleResponder, ScriptedLLM
+    from cuqa_builder.testing.openai_server import Reply, RuleResponder, ScriptedLLM
 
     with ScriptedLLM(RuleResponder([], default=Reply(text=ANSWER, delay_s=LATENCY_S))) as llm:
         pipe.send(llm.base_url)

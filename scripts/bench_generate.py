@@ -20,20 +20,17 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import sqlite3
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from cuqa_builder.cli.build import main as build  # noqa: E402
-from cuqa_builder.jsonio import read_jsonl, write_jsonl  # noqa: E402
-from cuqa_builder.records import Candidate  # noqa: E402
-from cuqa_builder.stages.generate import FAILURES, GenerationFailure  # noqa: E402
-from tests.fakes.algorithm_llm import AlgorithmResponder, make_events  # noqa: E402
-from tests.fakes.openai_server import Reply, ScriptedLLM  # noqa: E402
+from cuqa_builder.cli.build import main as build
+from cuqa_builder.jsonio import read_jsonl, write_jsonl
+from cuqa_builder.records import Candidate
+from cuqa_builder.stages.generate import FAILURES, GenerationFailure
+from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events
+from cuqa_builder.testing.openai_server import Reply, ScriptedLLM
 
 
 class _TimedResponder(AlgorithmResponder):

@@ -15,13 +15,11 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `tests.fakes` lives in the repo
-
-from cuqa_builder.run import RunContext  # noqa: E402
-from cuqa_builder.stages import fetch  # noqa: E402
-from cuqa_builder.wiki.titles import window_days, window_titles  # noqa: E402
-from cuqa_builder.window import Window  # noqa: E402
-from tests.fakes.mediawiki_server import MediaWikiServer  # noqa: E402
+from cuqa_builder.run import RunContext
+from cuqa_builder.stages import fetch
+from cuqa_builder.testing.mediawiki_server import MediaWikiServer
+from cuqa_builder.wiki.titles import window_days, window_titles
+from cuqa_builder.window import Window
 
 TARGET = 10
 # A day of news is a few kilobytes of wikitext; the size only matters for the bytes moved.

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.labelstudio_server import (
+from cuqa_builder.testing.labelstudio_server import (
     LabelStudioServer,
     LabelStudioUnavailable,
     label_studio_executable,

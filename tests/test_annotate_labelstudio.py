@@ -13,8 +13,8 @@ from label_studio_sdk import LabelStudio
 from cuqa_builder.cli.annotate import main
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
 from cuqa_builder.records import CuqaItem
-from tests.annotate_fixtures import NOT_UNKNOWN, accept, candidate, choices, reject
-from tests.labelstudio_server import LabelStudioServer
+from cuqa_builder.testing.annotate_fixtures import NOT_UNKNOWN, accept, candidate, choices, reject
+from cuqa_builder.testing.labelstudio_server import LabelStudioServer
 
 pytestmark = pytest.mark.labelstudio
 

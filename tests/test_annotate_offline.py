@@ -20,9 +20,16 @@ from cuqa_builder.annotation.tasks import build_task, select_candidates, suggest
 from cuqa_builder.cli.annotate import main
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
 from cuqa_builder.records import Candidate, CheckFailure, CuqaItem
+from cuqa_builder.testing.annotate_fixtures import (
+    NOT_UNKNOWN,
+    accept,
+    candidate,
+    choices,
+    reject,
+    text,
+)
 from cuqa_builder.validation.checks import CHECK_NAMES
 from cuqa_builder.validation.probes import PROBE_CHECKS, PROBE_ERROR
-from tests.annotate_fixtures import NOT_UNKNOWN, accept, candidate, choices, reject, text
 
 CONFIG = load_labeling_config()
 REASONS = {"answer wrong", "not unknown", "known part wrong", "unnatural", "other"}

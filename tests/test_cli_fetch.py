@@ -10,7 +10,7 @@ from cuqa_builder.jsonio import read_jsonl
 from cuqa_builder.records import Event
 from cuqa_builder.run import EVENTS, MANIFEST, PAGES_DIR
 from cuqa_builder.snapshot import iter_snapshot
-from tests.fakes.mediawiki_server import MediaWikiServer
+from cuqa_builder.testing.mediawiki_server import MediaWikiServer
 
 SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "wiki-sample"
 

@@ -10,9 +10,9 @@ import pytest
 import cuqa_builder
 from cuqa_builder.cli.build import main
 from cuqa_builder.snapshot import iter_snapshot
-from tests.fakes.algorithm_llm import AlgorithmResponder
-from tests.fakes.mediawiki_server import MediaWikiServer
-from tests.fakes.openai_server import ScriptedLLM
+from cuqa_builder.testing.algorithm_llm import AlgorithmResponder
+from cuqa_builder.testing.mediawiki_server import MediaWikiServer
+from cuqa_builder.testing.openai_server import ScriptedLLM
 
 SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "wiki-sample"
 

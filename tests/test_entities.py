@@ -6,14 +6,14 @@ from datetime import date
 
 import pytest
 
-from cuqa_builder.records import Entity, Event, EventSource, Link
-from cuqa_builder.stages.entities import (
+from cuqa_builder.ner import (
     LINK_LABEL,
     EntityExtractor,
     NerSpan,
     SpacyModelError,
     merge_with_links,
 )
+from cuqa_builder.records import Entity, Event, EventSource, Link
 
 
 @pytest.fixture(scope="module")

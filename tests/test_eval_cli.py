@@ -20,7 +20,7 @@ import pytest
 from cuqa_builder.cli.evaluate import main
 from cuqa_builder.jsonio import write_jsonl
 from cuqa_builder.records import CuqaItem, Event, EventRef, EventSource, GeneratorInfo, SubQuestion
-from tests.fakes.openai_server import Reply, ScriptedLLM, last_user_message
+from cuqa_builder.testing.openai_server import Reply, ScriptedLLM, last_user_message
 from tests.test_eval_inputs import freshqa_row, write_freshqa
 
 Q_SUMMIT = "Which country hosted the first AI Safety Summit?"

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from cuqa_builder.ner import EntityExtractor
 from cuqa_builder.records import Event, Page
 from cuqa_builder.snapshot import iter_snapshot, page_kind
-from cuqa_builder.stages.entities import EntityExtractor
 from cuqa_builder.stages.events import parse_page
 from cuqa_builder.window import Window
 

@@ -12,9 +12,9 @@ import pytest
 from cuqa_builder.run import MANIFEST, RunContext
 from cuqa_builder.snapshot import iter_snapshot, page_filename, page_kind, sha256_text
 from cuqa_builder.stages import fetch
+from cuqa_builder.testing.mediawiki_server import Fault, MediaWikiServer
 from cuqa_builder.wiki.titles import parse_sources, portal_title, window_titles
 from cuqa_builder.window import Window
-from tests.fakes.mediawiki_server import Fault, MediaWikiServer
 
 # 2023-04-28 .. 2023-05-02: the days after the cutoff are April 29 and 30, May 1 and 2.
 CUTOFF, UNTIL = "2023-04-28", "2023-05-02"

@@ -21,7 +21,7 @@ from cuqa_builder.llm.gateway import Gateway, open_gateway
 from cuqa_builder.llm.settings import LLMSettings
 from cuqa_builder.llm.types import ChatRequest, ChatResult, LLMError
 from cuqa_builder.prompts import PromptTemplate
-from tests.fakes.openai_server import Reply, RuleResponder, ScriptedLLM
+from cuqa_builder.testing.openai_server import Reply, RuleResponder, ScriptedLLM
 
 SECRET = "sk-test-SECRET123"
 T = TypeVar("T")

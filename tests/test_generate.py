@@ -22,14 +22,14 @@ from cuqa_builder.llm.cache import CallCache
 from cuqa_builder.prompts import load_prompt
 from cuqa_builder.records import Candidate, Entity, Event, EventSource, event_id
 from cuqa_builder.stages.generate import FAILURES, GenerationFailure
-from cuqa_builder.text import normalize_answer
-from tests.fakes.algorithm_llm import (
+from cuqa_builder.testing.algorithm_llm import (
     PASSAGE_ENTITIES,
     AlgorithmResponder,
     algorithm_answer,
     make_events,
 )
-from tests.fakes.openai_server import Reply, ScriptedLLM
+from cuqa_builder.testing.openai_server import Reply, ScriptedLLM
+from cuqa_builder.text import normalize_answer
 
 # Appendix A.1 of the Self-DC paper, Tables 5-9, word for word.
 PAPER_TEMPLATES = {

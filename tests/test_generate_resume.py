@@ -22,8 +22,8 @@ import pytest
 from cuqa_builder.cli.build import main
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
 from cuqa_builder.records import Candidate
-from tests.fakes.algorithm_llm import AlgorithmResponder, make_events
-from tests.fakes.openai_server import Reply, ScriptedLLM
+from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events
+from cuqa_builder.testing.openai_server import Reply, ScriptedLLM
 
 REPO = Path(__file__).resolve().parents[1]
 EVENTS = 24

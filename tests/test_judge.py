@@ -11,7 +11,7 @@ from cuqa_builder.judge import judge, parse_verdict
 from cuqa_builder.llm.gateway import open_gateway
 from cuqa_builder.llm.settings import LLMSettings
 from cuqa_builder.prompts import load_prompt
-from tests.fakes.openai_server import RuleResponder, ScriptedLLM, last_user_message
+from cuqa_builder.testing.openai_server import RuleResponder, ScriptedLLM, last_user_message
 
 
 @pytest.fixture(autouse=True)

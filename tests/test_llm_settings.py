@@ -10,8 +10,8 @@ from cuqa_builder.cli.build import build_parser, main
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
 from cuqa_builder.llm.settings import DEFAULT_LOCAL_MODEL, settings_from_args
 from cuqa_builder.records import Candidate
-from tests.fakes.algorithm_llm import AlgorithmResponder, make_events
-from tests.fakes.openai_server import ScriptedLLM
+from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events
+from cuqa_builder.testing.openai_server import ScriptedLLM
 
 SMALL = "smollm2-135m-instruct-q4_1"
 

@@ -14,7 +14,7 @@ import pytest
 
 from cuqa_builder.cli.models import main
 from cuqa_builder.llm.local import REGISTRY, ensure_model
-from tests.fakes.loopback import LoopbackServer, QuietHandler
+from cuqa_builder.testing.loopback import LoopbackServer, QuietHandler
 
 SMALL = "smollm2-135m-instruct-q4_1"
 BIG = "qwen2.5-coder-1.5b-instruct-q4_k_m"

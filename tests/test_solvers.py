@@ -16,7 +16,7 @@ from cuqa_builder.llm.settings import LLMSettings
 from cuqa_builder.prompts import load_prompt
 from cuqa_builder.solvers import METHODS, NO_RETRIEVAL, UnknownMethodError, get_solver
 from cuqa_builder.solvers.base import Passage, SolverOptions, SolverRun, UnsupportedEndpoint
-from tests.fakes.openai_server import Reply, ScriptedLLM, last_user_message
+from cuqa_builder.testing.openai_server import Reply, ScriptedLLM, last_user_message
 
 # A small made-up world, so no model could know it and no demonstration mentions it.
 CORPUS = [

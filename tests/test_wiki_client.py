@@ -8,6 +8,7 @@ import time
 import pytest
 
 from cuqa_builder import __version__
+from cuqa_builder.testing.mediawiki_server import Fault, MediaWikiServer
 from cuqa_builder.wiki.client import (
     PROJECT_URL,
     MediaWikiClient,
@@ -15,7 +16,6 @@ from cuqa_builder.wiki.client import (
     parse_retry_after,
     user_agent,
 )
-from tests.fakes.mediawiki_server import Fault, MediaWikiServer
 
 PORTAL = "Portal:Current events/2023 May {}"
 

@@ -16,9 +16,9 @@ from cuqa_builder.evaluation.records import EvalItem
 from cuqa_builder.jsonio import write_jsonl
 from cuqa_builder.retrieval.wiki_search import WikiSearchRetriever
 from cuqa_builder.solvers.base import RetrievalError
+from cuqa_builder.testing.loopback import LoopbackServer, QuietHandler
+from cuqa_builder.testing.openai_server import RuleResponder, ScriptedLLM
 from cuqa_builder.wiki.client import MediaWikiClient
-from tests.fakes.loopback import LoopbackServer, QuietHandler
-from tests.fakes.openai_server import RuleResponder, ScriptedLLM
 
 INTROS = {
     "AI Safety Summit": "The AI Safety Summit was held at Bletchley Park in November 2023.",

@@ -18,6 +18,7 @@ from label_studio_sdk.core.api_error import ApiError
 
 from cuqa_builder.annotation.config import LabelingConfig
 from cuqa_builder.annotation.tasks import MODEL_VERSION, candidate_id_of
+from cuqa_builder.errors import CuqaError
 
 API_KEY_ENV = "LABEL_STUDIO_API_KEY"
 IMPORT_BATCH = 500  # tasks per import request: bulk, yet small enough to stay well under limits
@@ -25,7 +26,7 @@ LIST_PAGE = 1000
 TIMEOUT_S = 300.0  # a full export of a large project can take a while
 
 
-class LabelStudioError(RuntimeError):
+class LabelStudioError(CuqaError, RuntimeError):
     pass
 
 

@@ -13,6 +13,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from cuqa_builder.errors import CuqaError
+
 # Control names and choice values the code relies on (they must exist in the XML).
 VERDICT = "verdict"
 REASONS = "reasons"
@@ -27,11 +29,11 @@ _VARIABLE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 _CONTROL_TYPES = {"Choices": "choices", "TextArea": "textarea"}
 
 
-class LabelingConfigError(ValueError):
+class LabelingConfigError(CuqaError, ValueError):
     pass
 
 
-class ResultError(ValueError):
+class ResultError(CuqaError, ValueError):
     """A result item that the labeling config does not allow."""
 
 

@@ -27,6 +27,7 @@ from cuqa_builder.annotation.config import (
     ResultError,
 )
 from cuqa_builder.annotation.tasks import candidate_id_of
+from cuqa_builder.errors import CuqaError
 from cuqa_builder.records import Candidate, CheckFailure, CuqaItem, Review
 from cuqa_builder.text import normalize_answer
 from cuqa_builder.validation.checks import Limits, answer_in_question, bridge_in_question
@@ -35,7 +36,7 @@ Status = Literal["accepted", "rejected", "tie", "pending"]
 REVIEW_REPORT = "review-report.json"  # beside cuqa.jsonl in the run directory
 
 
-class ExportError(ValueError):
+class ExportError(CuqaError, ValueError):
     pass
 
 

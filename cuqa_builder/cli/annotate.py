@@ -24,6 +24,7 @@ from cuqa_builder.annotation.client import (
 from cuqa_builder.annotation.config import load_labeling_config
 from cuqa_builder.annotation.review import REVIEW_REPORT, review_export
 from cuqa_builder.annotation.tasks import Only, build_tasks, select_candidates
+from cuqa_builder.errors import CuqaError
 from cuqa_builder.jsonio import JsonlError, atomic_write_json, read_jsonl, write_jsonl
 from cuqa_builder.records import Candidate
 from cuqa_builder.run import CANDIDATES, DATASET
@@ -42,7 +43,7 @@ examples:
 """
 
 
-class CommandError(RuntimeError):
+class CommandError(CuqaError, RuntimeError):
     pass
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from cuqa_builder.errors import CuqaError
 from cuqa_builder.evaluation.records import EvalItem
 from cuqa_builder.records import CuqaItem
 
@@ -26,7 +27,7 @@ FRESHQA_META_COLUMNS = (
 FRESHQA_SPLITS = ("test", "dev")
 
 
-class DatasetError(ValueError):
+class DatasetError(CuqaError, ValueError):
     pass
 
 

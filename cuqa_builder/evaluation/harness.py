@@ -19,6 +19,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from cuqa_builder.errors import CuqaError
 from cuqa_builder.evaluation.metrics import exact_match, f1_score, metrics
 from cuqa_builder.evaluation.records import EvalItem, Prediction
 from cuqa_builder.jsonio import JsonlAppender, atomic_write_json, iter_jsonl
@@ -40,7 +41,7 @@ METRICS = "metrics.json"
 SETTINGS = "eval.json"
 
 
-class EvalError(RuntimeError):
+class EvalError(CuqaError, RuntimeError):
     pass
 
 

@@ -17,6 +17,7 @@ from typing import Any
 # The object API renders straight to files: no pyplot, no GUI backend, no global state.
 from matplotlib.figure import Figure
 
+from cuqa_builder.errors import CuqaError
 from cuqa_builder.evaluation.gap import GAP
 from cuqa_builder.evaluation.harness import METRICS
 from cuqa_builder.evaluation.sweep import SWEEP, option_field
@@ -33,7 +34,7 @@ METRIC_NAMES = (("em", "EM"), ("f1", "F1"), ("acc", "Acc"))
 SHOWN_OPTIONS = ("confidence", "alpha", "beta", "depth", "top_k")
 
 
-class ReportError(ValueError):
+class ReportError(CuqaError, ValueError):
     pass
 
 

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
+from cuqa_builder.errors import CuqaError
 from cuqa_builder.generation.output_parsing import OutputError, parse_passage, parse_question
 from cuqa_builder.llm.types import ChatResult, LLMError
 from cuqa_builder.prompts import PromptTemplate, load_prompt
@@ -100,7 +101,7 @@ class Sampling(BaseModel):
         }
 
 
-class GenerationError(Exception):
+class GenerationError(CuqaError):
     """A step that failed for good: the model call, or output that holds nothing usable."""
 
     def __init__(self, step: str, reason: str) -> None:

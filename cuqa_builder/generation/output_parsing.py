@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from cuqa_builder.errors import CuqaError
+
 _THINKING = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL | re.IGNORECASE)
 _EMPHASIS = re.compile(r"\*\*|__|`")
 _LINE_MARKER = re.compile(r"^(?:[-*•>]\s*|#+\s*|\(?\d{1,2}[.)]\s+|\(?[a-d]\)\s+)+")
@@ -34,7 +36,7 @@ _QUESTION_START = re.compile(
 )
 
 
-class OutputError(ValueError):
+class OutputError(CuqaError, ValueError):
     """The model's text holds nothing usable for this step."""
 
 

@@ -24,12 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cuqa_builder.errors import CuqaError
+
 log = logging.getLogger(__name__)
 
 _BLOCK = 1 << 20
 
 
-class ModelError(RuntimeError):
+class ModelError(CuqaError, RuntimeError):
     """A model that cannot be fetched, verified or started; the message says which and why."""
 
 

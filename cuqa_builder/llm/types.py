@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from cuqa_builder.errors import CuqaError
+
 
 class TokenLogprob(BaseModel):
     token: str
@@ -48,5 +50,5 @@ class GatewayStats(BaseModel):
     wall_s: float = 0.0
 
 
-class LLMError(RuntimeError):
+class LLMError(CuqaError, RuntimeError):
     """A call that failed for good (retries exhausted, refused, or unusable output)."""

@@ -16,6 +16,7 @@ import bm25s
 import numpy as np
 from bm25s.tokenization import Tokenizer
 
+from cuqa_builder.errors import CuqaError
 from cuqa_builder.jsonio import atomic_write_json, iter_jsonl, read_jsonl, write_jsonl
 from cuqa_builder.records import Event
 from cuqa_builder.solvers.base import Passage
@@ -28,7 +29,7 @@ STOPWORDS = "en"
 _ARGMAX_TOP_K = 16
 
 
-class CorpusError(RuntimeError):
+class CorpusError(CuqaError, RuntimeError):
     """An index directory that is missing or does not match its corpus."""
 
 

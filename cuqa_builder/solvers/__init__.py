@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from cuqa_builder.errors import CuqaError
 from cuqa_builder.solvers import ra_isf, self_dc
 from cuqa_builder.solvers.base import Solver
 from cuqa_builder.solvers.direct import cot, direct, fewshot_cot
@@ -29,7 +30,7 @@ METHODS: dict[str, Solver] = {
 NO_RETRIEVAL = frozenset({"direct", "cot", "fewshot-cot", "genread"})
 
 
-class UnknownMethodError(ValueError):
+class UnknownMethodError(CuqaError, ValueError):
     pass
 
 

@@ -8,6 +8,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field, ValidationError
 
+from cuqa_builder.errors import CuqaError
 from cuqa_builder.llm.types import ChatRequest, ChatResult
 from cuqa_builder.prompts import load_prompt
 
@@ -19,7 +20,7 @@ class Passage(BaseModel):
     score: float = 0.0
 
 
-class RetrievalError(RuntimeError):
+class RetrievalError(CuqaError, RuntimeError):
     """A search that failed for good (its service unreachable or refusing): like an LLMError,
     it ends the one question being solved, not the whole evaluation."""
 

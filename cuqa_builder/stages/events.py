@@ -18,10 +18,10 @@ from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from cuqa_builder.jsonio import atomic_write_json, write_jsonl
+from cuqa_builder.ner import EntityExtractor
 from cuqa_builder.records import Event, Page
 from cuqa_builder.run import EVENTS, MANIFEST, RunContext
 from cuqa_builder.snapshot import SnapshotError, iter_snapshot, page_kind
-from cuqa_builder.stages.entities import EntityExtractor
 from cuqa_builder.stages.fetch import Manifest, now
 from cuqa_builder.wiki.portal import parse_portal, portal_day
 from cuqa_builder.wiki.titles import parse_sources

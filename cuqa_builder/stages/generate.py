@@ -31,9 +31,9 @@ from cuqa_builder.jsonio import JsonlAppender, atomic_write_text, read_jsonl
 from cuqa_builder.llm.gateway import open_gateway
 from cuqa_builder.llm.settings import settings_from_args
 from cuqa_builder.llm.types import GatewayStats
+from cuqa_builder.ner import EntityExtractor
 from cuqa_builder.records import Candidate, Entity, Event
 from cuqa_builder.run import CANDIDATES, EVENTS, LLM_CACHE, RunContext, save_run_info
-from cuqa_builder.stages.entities import EntityExtractor
 
 FAILURES = "generation-failures.jsonl"
 # Events in flight per allowed concurrent call: an event waits on one call at a time for most

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import requests
 
 from cuqa_builder import __version__
+from cuqa_builder.errors import CuqaError
 from cuqa_builder.records import Page, PageMeta
 
 log = logging.getLogger(__name__)
@@ -32,7 +33,7 @@ RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 _NAMED_IN_ERRORS = 3  # an error lists this many page titles, then "and N more"
 
 
-class WikiError(RuntimeError):
+class WikiError(CuqaError, RuntimeError):
     """A request that failed for good (after the bounded retries, or at once if not retryable)."""
 
     def __init__(self, reason: str, titles: Sequence[str] = ()) -> None:

@@ -30,6 +30,7 @@ from mwparserfromhell.nodes import (
 )
 from mwparserfromhell.wikicode import Wikicode
 
+from cuqa_builder.errors import CuqaError
 from cuqa_builder.records import Event, EventSource, Link, Page, event_id
 from cuqa_builder.wiki.titles import MONTHS
 
@@ -56,7 +57,7 @@ _SPACE_BEFORE_CLOSER = re.compile(r"\s+([.,;:!?)\]])")
 _SPACE_AFTER_OPENER = re.compile(r"([(\[])\s+")
 
 
-class ParseError(ValueError):
+class ParseError(CuqaError, ValueError):
     """A page the parsers cannot read; the message is the reason, for the run's warnings."""
 
 

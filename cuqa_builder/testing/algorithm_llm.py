@@ -15,7 +15,7 @@ from datetime import date, timedelta
 from typing import Any
 
 from cuqa_builder.records import Entity, Event, EventSource, event_id
-from tests.fakes.openai_server import Reply, last_user_message
+from cuqa_builder.testing.openai_server import Reply, last_user_message
 
 ENTITY_POOL = (
     Entity(text="Aurora Station", label="FAC", wiki_title="Aurora Station (spacecraft)"),

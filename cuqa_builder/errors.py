@@ -1,0 +1,20 @@
+"""The one parent of every error a user can meet: the CLIs show it as one line, no traceback.
+
+Each error also keeps the built-in type it always had (ValueError, RuntimeError...) so code that
+catches those still does. An error outside this family is a bug and keeps its traceback under -v.
+"""
+
+from __future__ import annotations
+
+
+class CuqaError(Exception):
+    """A failure the user can act on; its message says what to do. Exit status 1."""
+
+    exit_code = 1
+
+
+class UsageError(CuqaError, ValueError):
+    """A flag or argument that cannot work (an impossible range, a missing required value).
+    Exit status 2, like argparse's own usage errors."""
+
+    exit_code = 2
