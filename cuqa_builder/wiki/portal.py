@@ -98,7 +98,7 @@ def parse_portal(
     day = portal_day(page.meta.title)
     code = parse_page_text(page, warn)
     reader = _DayReader(page, day, NamedRefs(code), index_url)
-    reader.read(iter_lines(news_nodes(code, page.wikitext)))
+    reader.read(iter_lines(news_nodes(code)))
     for reason, lines in reader.skipped.items():
         if skip_section is not None:
             skip_section(reason, lines)
@@ -223,28 +223,42 @@ def _check_bullets_read(page: Page, reader: _DayReader, warn: Warn) -> None:
     written = len(_RAW_BULLET.findall(news["news"] if news else page.wikitext))
     unread = written - reader.bullets
     if unread >= 2 and reader.bullets < written / 2:
-        warn(f"{page.meta.title}: only {len(reader.events)} events from {written} bullets "
-             f"({unread} bullets were not read; malformed markup?)")
+        events = len(reader.events)
+        warn(f"{page.meta.title}: {events} event{'' if events == 1 else 's'} from {written} "
+             f"bullets ({unread} bullets were not read as news, topics or skipped sections; "
+             "malformed markup?)")
 
 
-def news_nodes(code: Wikicode, wikitext: str = "") -> list[Node]:
+def news_nodes(code: Wikicode) -> list[Node]:
     """The nodes holding the day's news, in either era's wrapper, trimmed to the markers.
 
     When the wrapper ends before the "above this line" marker that the page text has after it
-    (a stray `}}` closed it early), the text between the markers is parsed on its own instead.
+    (a stray `}}` closed it early), or there is no wrapper but the markers (pages made with
+    `{{Current events header}}`), the text between the markers is parsed on its own.
     """
     # Cheap top-level looks first; the deep searches only for pages nested in a tag.
     for find in (_content_parameter, _between_top_and_bottom, _nested_content_parameter):
         nodes = find(code)
         if nodes is not None:
             news, closed = _between_markers(nodes)
-            if not closed and (raw := _RAW_NEWS.search(wikitext)) is not None:
-                return list(parse_wikitext(raw["news"]).nodes)
-            return news
-    # An unclosed call is left as plain text by the parser.
-    if any("{{current events" in text.value.lower() for text in code.ifilter_text()):
+            return news if closed else _raw_news(code) or news
+    unclosed = _has_wrapper_text(code)  # an unclosed call is left as plain text by the parser
+    news = None if unclosed else _raw_news(code)
+    if news is not None:
+        return news
+    if unclosed:
         raise ParseError("a {{Current events}} template is not closed")
     raise ParseError("no {{Current events}} template (neither content= nor top=yes)")
+
+
+def _raw_news(code: Wikicode) -> list[Node] | None:
+    """The text between the two markers, parsed on its own; None without both markers."""
+    raw = _RAW_NEWS.search(str(code))
+    return list(parse_wikitext(raw["news"]).nodes) if raw is not None else None
+
+
+def _has_wrapper_text(code: Wikicode) -> bool:
+    return any("{{current events" in text.value.lower() for text in code.ifilter_text())
 
 
 def _content_parameter(code: Wikicode, recursive: bool = False) -> list[Node] | None:
