@@ -443,8 +443,10 @@ RESIDUE = ("[[", "]]", "{{", "}}", "<<", ">>", "''", "<", "&", "http", "()", "\x
            ".,", ". and")
 
 
-@pytest.mark.parametrize("path", sorted([*ERAS.glob("Portal*.wiki"), *FIXTURES.glob("Portal*.wiki")]),
-                         ids=lambda path: path.stem)
+ALL_DAY_PAGES = sorted([*ERAS.glob("Portal*.wiki"), *FIXTURES.glob("Portal*.wiki")])
+
+
+@pytest.mark.parametrize("path", ALL_DAY_PAGES, ids=lambda path: path.stem)
 def test_no_markup_or_placeholder_left_in_any_text_or_topic(path):
     try:
         events = parse_portal(read_page(path))
@@ -508,7 +510,8 @@ def test_old_era_inline_topics(line, topics, text):
 def test_an_inline_topic_is_the_context_of_the_bullets_under_it():
     events = parse_portal(inline_page(wrapped(
         "*[[Outer]]\n**[[Inner]]: A first thing happens. [http://a.example.com A]\n"
-        "***A detail of it. [http://b.example.com B]\n**A second thing happens. [http://c.example.com C]"
+        "***A detail of it. [http://b.example.com B]\n"
+        "**A second thing happens. [http://c.example.com C]"
     )))
     assert [(e.topics, e.text) for e in events] == [
         (["Outer", "Inner"], "A first thing happens."),
