@@ -227,7 +227,9 @@ def test_a_real_shaped_year_article_gives_only_its_dated_events():
 def test_a_template_nested_too_deep_is_dropped_with_a_warning():
     warnings: list[str] = []
     deep = "{{nowrap|" * 40 + "x" + "}}" * 40
-    page = year_page(f"== Events ==\n* [[May 1]] – First {deep} news.\n* [[May 2]] – Second news.\n")
+    page = year_page(
+        f"== Events ==\n* [[May 1]] – First {deep} news.\n* [[May 2]] – Second news.\n"
+    )
     assert [e.text for e in parse_year_article(page, warn=warnings.append)] == [
         "First news.", "Second news.",
     ]
