@@ -27,6 +27,7 @@ class LLMSettings(BaseModel):
     base_url: str | None = None
     local: str | None = None  # registry name of the embedded model, when it is used
     concurrency: int = Field(default=8, ge=1)
+    threads: int | None = Field(default=None, ge=1)  # embedded model's; None: every core
     cache_path: Path | None = None  # None: no cache
     refresh: bool = False  # ignore cached answers (and overwrite them)
     timeout_s: float = Field(default=120.0, gt=0)
@@ -104,6 +105,10 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
         f"{LOCAL_SLOTS_MAX} at once)",
     )
     group.add_argument(
+        "--threads", type=_count(1),
+        help="CPU threads of the embedded model (default: every core this process may use)",
+    )
+    group.add_argument(
         "--cache", type=Path, help="SQLite call cache (default: OUT/llm-cache.sqlite)"
     )
     group.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
@@ -136,6 +141,7 @@ def settings_from_args(args: argparse.Namespace, default_cache: Path | None) -> 
         base_url=base_url,
         local=local,
         concurrency=args.concurrency,
+        threads=args.threads,
         cache_path=None if args.no_cache else (args.cache or default_cache),
         refresh=args.refresh,
         timeout_s=args.timeout or (LOCAL_TIMEOUT_S if local else API_TIMEOUT_S),
