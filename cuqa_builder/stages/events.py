@@ -109,7 +109,6 @@ class ParseReport:
 class EventCounts:
     """What became of the parsed events, for the summary."""
 
-    parsed: int = 0
     outside: int = 0  # dated outside the window
     too_long: int = 0
     duplicates: int = 0
@@ -181,7 +180,6 @@ def select_events(
     """Events dated in the window, each id once, none too long to be a news line."""
     seen: set[str] = set()
     for event in events:
-        counts.parsed += 1
         if not window.contains(event.date):
             counts.outside += 1
         elif len(event.text) > MAX_EVENT_CHARS:
