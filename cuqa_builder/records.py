@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from datetime import date
 from typing import Any, Literal
 
@@ -44,6 +45,18 @@ class Entity(Record):
     text: str
     label: str
     wiki_title: str | None = None
+
+
+_PARENTHETICAL = re.compile(r"\s*\([^)]*\)$")
+
+
+def answer_aliases(entity: Entity) -> list[str]:
+    """The entity's Wikipedia title (without a disambiguation suffix) when it reads differently:
+    the other name an answer that is this entity may be given by (`CuqaItem.answer_aliases`)."""
+    if not entity.wiki_title:
+        return []
+    title = _PARENTHETICAL.sub("", entity.wiki_title).strip()
+    return [title] if title and title.casefold() != entity.text.casefold() else []
 
 
 class EventSource(Record):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cuqa_builder.evaluation.datasets import DatasetError, load_items
+from cuqa_builder.evaluation.datasets import EvalInputError, load_items
 from cuqa_builder.records import CuqaItem, EventRef, GeneratorInfo, SubQuestion
 
 FRESHQA_HEADER = [
@@ -91,21 +91,21 @@ def test_freshqa_bad_row_names_file_and_line(tmp_path: Path) -> None:
     path = tmp_path / "broken.csv"
     row = freshqa_row("0", "TEST", "Q?", ["A"], "")
     write_freshqa(path, [row, row[:5]])
-    with pytest.raises(DatasetError, match=r"broken\.csv:5: 5 cells, the header has 20"):
+    with pytest.raises(EvalInputError, match=r"broken\.csv:5: 5 cells, the header has 20"):
         load_items(path)
 
 
 def test_freshqa_without_header_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "other.csv"
     path.write_text("question,answer\nQ?,A\n", encoding="utf-8")
-    with pytest.raises(DatasetError, match="no FreshQA header row"):
+    with pytest.raises(EvalInputError, match="no FreshQA header row"):
         load_items(path)
 
 
 def test_split_is_only_for_freshqa(tmp_path: Path) -> None:
     path = tmp_path / "generic.jsonl"
     path.write_text('{"question": "Q?", "answers": "A"}\n', encoding="utf-8")
-    with pytest.raises(DatasetError, match="--split applies to FreshQA"):
+    with pytest.raises(EvalInputError, match="--split applies to FreshQA"):
         load_items(path, split="test")
 
 
@@ -138,7 +138,7 @@ def test_generic_jsonl(tmp_path: Path) -> None:
 def test_bad_lines_name_file_and_line(tmp_path: Path, line: str, message: str) -> None:
     path = tmp_path / "data.jsonl"
     path.write_text('{"question": "Fine?", "answers": "yes"}\n' + line + "\n", encoding="utf-8")
-    with pytest.raises(DatasetError, match=message):
+    with pytest.raises(EvalInputError, match=message):
         load_items(path)
 
 
@@ -146,7 +146,7 @@ def test_duplicate_ids_are_refused(tmp_path: Path) -> None:
     path = tmp_path / "dup.jsonl"
     line = json.dumps({"id": "same", "question": "Q?", "answers": "A"})
     path.write_text(f"{line}\n{line}\n", encoding="utf-8")
-    with pytest.raises(DatasetError, match="id 'same' occurs twice"):
+    with pytest.raises(EvalInputError, match="id 'same' occurs twice"):
         load_items(path)
 
 
@@ -188,5 +188,5 @@ def test_cuqa_jsonl_merges_answer_and_aliases(tmp_path: Path) -> None:
 
 
 def test_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(DatasetError, match="no dataset at"):
+    with pytest.raises(EvalInputError, match="no dataset at"):
         load_items(tmp_path / "nope.jsonl")

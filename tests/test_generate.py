@@ -10,7 +10,6 @@ import pytest
 
 from cuqa_builder.cli.build import main
 from cuqa_builder.generation.algorithm import (
-    answer_aliases,
     candidate_id,
     draw,
     load_templates,
@@ -20,7 +19,14 @@ from cuqa_builder.generation.output_parsing import OutputError, parse_passage, p
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
 from cuqa_builder.llm.cache import CallCache
 from cuqa_builder.prompts import load_prompt
-from cuqa_builder.records import Candidate, Entity, Event, EventSource, event_id
+from cuqa_builder.records import (
+    Candidate,
+    Entity,
+    Event,
+    EventSource,
+    answer_aliases,
+    event_id,
+)
 from cuqa_builder.stages.generate import FAILURES, GenerationFailure
 from cuqa_builder.testing.algorithm_llm import (
     PASSAGE_ENTITIES,

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from cuqa_builder.judge import judge, parse_verdict
+from cuqa_builder.answer_parsing import parse_yes_no
+from cuqa_builder.judge import judge
 from cuqa_builder.llm.gateway import open_gateway
 from cuqa_builder.llm.settings import LLMSettings
 from cuqa_builder.prompts import load_prompt
@@ -76,6 +77,6 @@ def test_repeated_judgement_is_served_from_the_cache(tmp_path: Path) -> None:
 
 
 def test_parse_verdict_needs_a_standalone_word() -> None:
-    assert parse_verdict("Nobody knows") is None  # "no" inside a word does not count
-    assert parse_verdict("yesterday") is None
-    assert parse_verdict("I would say no, it does not.") is False
+    assert parse_yes_no("Nobody knows") is None  # "no" inside a word does not count
+    assert parse_yes_no("yesterday") is None
+    assert parse_yes_no("I would say no, it does not.") is False

@@ -11,7 +11,10 @@ from cuqa_builder.evaluation.metrics import (
     metrics,
     summarize,
 )
-from cuqa_builder.evaluation.records import Prediction
+from cuqa_builder.evaluation.outputs import EvalSettings, Prediction
+from cuqa_builder.solvers.base import SolverOptions
+
+RUN = EvalSettings(method="direct", options=SolverOptions(), model="m", data="d.jsonl")
 
 
 @pytest.mark.parametrize(
@@ -88,7 +91,7 @@ def test_summary_means_and_totals() -> None:
                     prompt_tokens=6, completion_tokens=2, cost=0.0, type="ABC",
                     difficulty="hard"),
     ]
-    m = metrics(predictions)
+    m = metrics(predictions, RUN, complete=True).model_dump()
     assert m["n"] == 3
     assert m["em"] == pytest.approx(1 / 3)
     assert m["f1"] == pytest.approx(0.5)
@@ -103,12 +106,13 @@ def test_summary_means_and_totals() -> None:
     assert m["by_type"]["ABC"]["acc"] == pytest.approx(0.5)
     assert m["by_difficulty"]["easy"]["em"] == pytest.approx(0.5)
     assert m["by_difficulty"]["hard"]["retrieval_calls"] == {"mean": 1.0, "total": 1}
+    assert (m["run"]["method"], m["complete"]) == ("direct", True)
 
 
 def test_acc_is_none_without_a_judge_and_empty_runs_are_zero() -> None:
-    assert summarize([_prediction("1", 1.0, 1.0)])["acc"] is None
+    assert summarize([_prediction("1", 1.0, 1.0)]).acc is None
     empty = summarize([])
-    assert (empty["n"], empty["em"], empty["acc"]) == (0, 0.0, None)
+    assert (empty.n, empty.em, empty.acc) == (0, 0.0, None)
 
 
 def test_correct_is_the_judge_verdict_else_exact_match() -> None:

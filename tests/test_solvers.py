@@ -14,8 +14,9 @@ import pytest
 from cuqa_builder.llm.gateway import open_gateway
 from cuqa_builder.llm.settings import LLMSettings
 from cuqa_builder.prompts import load_prompt
+from cuqa_builder.retrieval.types import Passage
 from cuqa_builder.solvers import METHODS, NO_RETRIEVAL, UnknownMethodError, get_solver
-from cuqa_builder.solvers.base import Passage, SolverOptions, SolverRun, UnsupportedEndpoint
+from cuqa_builder.solvers.base import SolverOptions, SolverRun, UnsupportedEndpoint
 from cuqa_builder.testing.openai_server import Reply, ScriptedLLM, last_user_message
 
 # A small made-up world, so no model could know it and no demonstration mentions it.

@@ -15,21 +15,21 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from cuqa_builder import __version__
-from cuqa_builder.evaluation.datasets import DatasetError, load_items
-from cuqa_builder.evaluation.gap import GAP, evaluate_gap
+from cuqa_builder.evaluation.datasets import EvalInputError, EvalItem, load_items
+from cuqa_builder.evaluation.gap import evaluate_gap
 from cuqa_builder.evaluation.harness import EvalError, Evaluation, evaluate
-from cuqa_builder.evaluation.records import EvalItem
-from cuqa_builder.evaluation.sweep import SWEEP, parse_values, sweep
+from cuqa_builder.evaluation.outputs import GAP, SWEEP, EvalSettings, RetrieverInfo
+from cuqa_builder.evaluation.sweep import parse_values, sweep
 from cuqa_builder.llm.settings import LLMSettings, add_llm_arguments, settings_from_args
 from cuqa_builder.llm.types import GatewayStats, LLMError
 from cuqa_builder.retrieval.bm25 import BM25Retriever, CorpusError, open_corpus
+from cuqa_builder.retrieval.types import Retriever
 from cuqa_builder.retrieval.wiki_search import WikiSearchRetriever
 from cuqa_builder.run import LLM_CACHE
 from cuqa_builder.solvers import METHODS, NO_RETRIEVAL, UnknownMethodError, get_solver
-from cuqa_builder.solvers.base import Retriever, SolverOptions, UnsupportedEndpoint
+from cuqa_builder.solvers.base import SolverOptions, UnsupportedEndpoint
 from cuqa_builder.wiki.client import MediaWikiClient
 
 SUBCOMMANDS = ("run", "index", "gap", "sweep", "report")
@@ -46,7 +46,7 @@ A killed run resumes: run the same command again. `cuqa-eval SUBCOMMAND -h` for 
 """
 # The errors a user can fix (bad input, report included, are ValueErrors); anything else is a
 # bug and keeps its traceback.
-USER_ERRORS = (DatasetError, CorpusError, EvalError, LLMError, UnknownMethodError, ValueError,
+USER_ERRORS = (EvalInputError, CorpusError, EvalError, LLMError, UnknownMethodError, ValueError,
                OSError, UnsupportedEndpoint)
 
 
@@ -137,7 +137,7 @@ def solver_options(args: argparse.Namespace) -> SolverOptions:
 
 def open_retriever(
     args: argparse.Namespace, stack: AsyncExitStack
-) -> tuple[Retriever | None, dict[str, Any] | None]:
+) -> tuple[Retriever | None, RetrieverInfo | None]:
     """The retriever the method needs (None for methods that never retrieve) and how it is
     recorded in the run settings; what it holds open is closed with `stack`."""
     if args.method in NO_RETRIEVAL:
@@ -145,12 +145,12 @@ def open_retriever(
     if args.retriever == "wiki":
         client = MediaWikiClient(args.wiki_api, contact=args.contact)
         stack.callback(client.close)
-        return WikiSearchRetriever(client), {"name": "wiki", "api": args.wiki_api}
+        return WikiSearchRetriever(client), RetrieverInfo(name="wiki", api=args.wiki_api)
     if args.corpus is None:
         raise CorpusError(f"--method {args.method} retrieves: give --corpus (an index "
                           "directory or events.jsonl) or --retriever wiki")
     retriever = open_corpus(args.corpus, cache_dir=args.out / INDEX_CACHE)
-    return retriever, {"name": "bm25", "corpus_sha256": retriever.corpus_sha256}
+    return retriever, RetrieverInfo(name="bm25", corpus_sha256=retriever.corpus_sha256)
 
 
 def judge_settings(settings: LLMSettings, judge_model: str) -> LLMSettings:
@@ -185,11 +185,11 @@ async def open_session(args: argparse.Namespace) -> AsyncIterator[Session]:
                     open_gateway(judge_settings(settings, args.judge_model))
                 )
             )
-        run_settings = {
-            "method": args.method, "options": options.model_dump(), "model": gateway.model,
-            "data": str(args.data.resolve()), "split": args.split, "retriever": retriever_info,
-            "judge_model": args.judge_model,
-        }
+        run_settings = EvalSettings(
+            method=args.method, options=options, model=gateway.model,
+            data=str(args.data.resolve()), split=args.split, retriever=retriever_info,
+            judge_model=args.judge_model,
+        )
         evaluation = Evaluation(
             solver=get_solver(args.method), gateway=gateway, retriever=retriever,
             options=options, settings=run_settings, judge_gateway=judge_gateway,
@@ -228,9 +228,9 @@ async def command_sweep(args: argparse.Namespace) -> str:
     values = parse_values(args.param, args.values)
     async with open_session(args) as session:
         rows = await sweep(session.evaluation, session.items, args.out, args.param, values)
-    lines = [f"{args.param}={r['value']:g}: em {r['em']:.3f} f1 {r['f1']:.3f}"
-             + (f" acc {r['acc']:.3f}" if r["acc"] is not None else "")
-             + f", retrieval calls {r['retrieval_calls']['total']:g}" for r in rows]
+    lines = [f"{args.param}={r.value:g}: em {r.em:.3f} f1 {r.f1:.3f}"
+             + (f" acc {r.acc:.3f}" if r.acc is not None else "")
+             + f", retrieval calls {r.retrieval_calls.total:g}" for r in rows]
     return "\n".join([*lines, f"-> {args.out / SWEEP}"])
 
 

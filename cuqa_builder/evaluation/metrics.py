@@ -6,11 +6,15 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from statistics import fmean
-from typing import Any
 
-from pydantic import BaseModel
-
-from cuqa_builder.evaluation.records import Prediction
+from cuqa_builder.evaluation.outputs import (
+    CountStats,
+    EvalSettings,
+    GapResult,
+    MetricsFile,
+    Prediction,
+    Scores,
+)
 from cuqa_builder.text import normalize_answer
 
 YES_NO = frozenset({"yes", "no"})
@@ -56,25 +60,26 @@ def _count(prediction: Prediction, name: str) -> float:
     return float(getattr(prediction, name))
 
 
-def summarize(predictions: Sequence[Prediction]) -> dict[str, Any]:
+def summarize(predictions: Sequence[Prediction]) -> Scores:
     """Means of EM/F1 (and Acc over the judged items), mean and total of every count."""
     judged = [p.acc for p in predictions if p.acc is not None]
-    summary: dict[str, Any] = {
-        "n": len(predictions),
-        "em": fmean(p.em for p in predictions) if predictions else 0.0,
-        "f1": fmean(p.f1 for p in predictions) if predictions else 0.0,
-        "acc": fmean(judged) if judged else None,
-        "judged": len(judged),
-    }
+    counts: dict[str, CountStats] = {}
     for name in COUNTS:
         values = [_count(p, name) for p in predictions]
-        summary[name] = {"mean": fmean(values) if values else 0.0, "total": sum(values)}
-    return summary
+        counts[name] = CountStats(mean=fmean(values) if values else 0.0, total=sum(values))
+    return Scores(
+        n=len(predictions),
+        em=fmean(p.em for p in predictions) if predictions else 0.0,
+        f1=fmean(p.f1 for p in predictions) if predictions else 0.0,
+        acc=fmean(judged) if judged else None,
+        judged=len(judged),
+        **counts,
+    )
 
 
 def _grouped(
     predictions: Iterable[Prediction], key: Callable[[Prediction], str | None]
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, Scores]:
     groups: dict[str, list[Prediction]] = defaultdict(list)
     for prediction in predictions:
         label = key(prediction)
@@ -83,26 +88,20 @@ def _grouped(
     return {label: summarize(group) for label, group in sorted(groups.items())}
 
 
-def metrics(predictions: Sequence[Prediction]) -> dict[str, Any]:
-    """The whole of `metrics.json` minus the run settings."""
-    return {
-        **summarize(predictions),
-        "by_type": _grouped(predictions, lambda p: p.type),
-        "by_difficulty": _grouped(predictions, lambda p: p.difficulty),
-    }
+def metrics(
+    predictions: Sequence[Prediction], run: EvalSettings, *, complete: bool
+) -> MetricsFile:
+    """The whole of `metrics.json`."""
+    return MetricsFile(
+        **summarize(predictions).model_dump(),
+        run=run,
+        complete=complete,
+        by_type=_grouped(predictions, lambda p: p.type),
+        by_difficulty=_grouped(predictions, lambda p: p.difficulty),
+    )
 
 
 # --- compositionality gap ----------------------------------------------------------------
-
-
-class GapResult(BaseModel):
-    """Counts behind the gap, so a reader can check it (the paper's table columns)."""
-
-    items: int  # composed questions that have sub-questions
-    subs_all_right: int
-    subs_right_composed_right: int
-    subs_right_composed_wrong: int
-    gap: float | None  # subs_right_composed_wrong / subs_all_right; None when nothing qualifies
 
 
 def compositionality_gap(

@@ -8,19 +8,26 @@ A directory is recognised by what it holds: `metrics.json` (a run), `sweep.json`
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 # The object API renders straight to files: no pyplot, no GUI backend, no global state.
 from matplotlib.figure import Figure
 
 from cuqa_builder.errors import CuqaError
-from cuqa_builder.evaluation.gap import GAP
-from cuqa_builder.evaluation.harness import METRICS
-from cuqa_builder.evaluation.sweep import SWEEP, option_field
+from cuqa_builder.evaluation.outputs import (
+    GAP,
+    METRICS,
+    SWEEP,
+    EvalSettings,
+    GapFile,
+    MetricsFile,
+    Scores,
+    SweepFile,
+    read_output,
+)
+from cuqa_builder.evaluation.sweep import option_field
 from cuqa_builder.jsonio import atomic_write_text
 from cuqa_builder.solvers import METHODS, NO_RETRIEVAL
 
@@ -40,9 +47,9 @@ class ReportError(CuqaError, ValueError):
 
 @dataclass
 class Found:
-    runs: list[tuple[Path, dict[str, Any]]] = field(default_factory=list)
-    sweeps: list[tuple[Path, dict[str, Any]]] = field(default_factory=list)
-    gaps: list[tuple[Path, dict[str, Any]]] = field(default_factory=list)
+    runs: list[tuple[Path, MetricsFile]] = field(default_factory=list)
+    sweeps: list[tuple[Path, SweepFile]] = field(default_factory=list)
+    gaps: list[tuple[Path, GapFile]] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # "PATH: why", for the user
 
 
@@ -59,42 +66,39 @@ def collect(dirs: Sequence[Path]) -> Found:
     matches an earlier report and unfinished runs), unless no directory has results at all."""
     found = Found()
     for directory in dirs:
-        kinds = ((METRICS, found.runs), (SWEEP, found.sweeps), (GAP, found.gaps))
-        hits = [(_read(directory / name), into)
-                for name, into in kinds if (directory / name).is_file()]
-        if not hits:
+        hit = False
+        if (directory / METRICS).is_file():
+            found.runs.append((directory, read_output(directory / METRICS, MetricsFile)))
+            hit = True
+        if (directory / SWEEP).is_file():
+            found.sweeps.append((directory, read_output(directory / SWEEP, SweepFile)))
+            hit = True
+        if (directory / GAP).is_file():
+            found.gaps.append((directory, read_output(directory / GAP, GapFile)))
+            hit = True
+        if not hit:
             found.skipped.append(_nothing_in(directory))
-        for data, into in hits:
-            into.append((directory, data))
     if not (found.runs or found.sweeps or found.gaps):
         raise ReportError("nothing to report: " + "; ".join(found.skipped))
     return found
 
 
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise ReportError(f"{path}: not valid JSON ({exc})") from None
-
-
 # --- labels and numbers ------------------------------------------------------------------
 
 
-def method_label(run: dict[str, Any], with_model: bool) -> str:
-    method = run.get("method", "?")
-    label = DISPLAY_NAMES.get(method, method)
-    if method == "self-dc":
-        label += f" ({run.get('options', {}).get('confidence', 'verb')})"
-    return f"{label} [{run.get('model')}]" if with_model else label
+def method_label(run: EvalSettings, with_model: bool) -> str:
+    label = DISPLAY_NAMES.get(run.method, run.method)
+    if run.method == "self-dc":
+        label += f" ({run.options.confidence})"
+    return f"{label} [{run.model}]" if with_model else label
 
 
 def _pct(value: float | None) -> str:
     return "–" if value is None else f"{100 * value:.1f}"
 
 
-def _scores(m: dict[str, Any]) -> list[str]:
-    return [_pct(m.get(key)) for key, _ in METRIC_NAMES]
+def _scores(m: Scores) -> list[str]:
+    return [_pct(getattr(m, key)) for key, _ in METRIC_NAMES]
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -106,80 +110,80 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
 # --- sections ----------------------------------------------------------------------------
 
 
-def main_table(runs: list[tuple[Path, dict[str, Any]]]) -> list[str]:
-    with_model = len({m["run"].get("model") for _, m in runs}) > 1
+def main_table(runs: list[tuple[Path, MetricsFile]]) -> list[str]:
+    with_model = len({m.run.model for _, m in runs}) > 1
     order = list(METHODS)  # Table 1's order
 
-    def rank(entry: tuple[Path, dict[str, Any]]) -> tuple[int, int, str]:
-        method = entry[1]["run"].get("method", "")
+    def rank(entry: tuple[Path, MetricsFile]) -> tuple[int, int, str]:
+        method = entry[1].run.method
         group = 0 if method in NO_RETRIEVAL else 1
         return group, order.index(method) if method in order else len(order), str(entry[0])
 
     rows = []
     for group_name, in_group in (("w/o retrieval", True), ("w/ retrieval", False)):
         members = [e for e in sorted(runs, key=rank)
-                   if (e[1]["run"].get("method") in NO_RETRIEVAL) == in_group]
+                   if (e[1].run.method in NO_RETRIEVAL) == in_group]
         if members:
             rows.append([f"*{group_name}*", "", "", "", "", "", "", ""])
         for _, m in members:
-            calls = m["retrieval_calls"]
+            calls = m.retrieval_calls
             rows.append([
-                method_label(m["run"], with_model), *_scores(m),
-                f"{calls['mean']:.2f}", f"{calls['total']:g}",
-                f"{m['llm_calls']['mean']:.2f}", f"{m['n']}" + ("" if m["complete"] else "*"),
+                method_label(m.run, with_model), *_scores(m),
+                f"{calls.mean:.2f}", f"{calls.total:g}",
+                f"{m.llm_calls.mean:.2f}", f"{m.n}" + ("" if m.complete else "*"),
             ])
     header = ["Method", "EM", "F1", "Acc", "Retrieval/q", "Retrieval total", "LLM calls/q", "n"]
     lines = ["## Results", "", *_table(header, rows), ""]
-    if any(not m["complete"] for _, m in runs):
+    if any(not m.complete for _, m in runs):
         lines += ["\\* unfinished run: re-run it to complete it.", ""]
     return lines
 
 
-def breakdown_table(runs: list[tuple[Path, dict[str, Any]]]) -> list[str]:
-    with_model = len({m["run"].get("model") for _, m in runs}) > 1
+def breakdown_table(runs: list[tuple[Path, MetricsFile]]) -> list[str]:
+    with_model = len({m.run.model for _, m in runs}) > 1
     rows = []
     for _, m in runs:
-        for axis in ("by_type", "by_difficulty"):
-            for group, g in m.get(axis, {}).items():
-                rows.append([method_label(m["run"], with_model), group, str(g["n"]), *_scores(g),
-                             f"{g['retrieval_calls']['mean']:.2f}"])
+        for groups in (m.by_type, m.by_difficulty):
+            for group, g in groups.items():
+                rows.append([method_label(m.run, with_model), group, str(g.n), *_scores(g),
+                             f"{g.retrieval_calls.mean:.2f}"])
     if not rows:
         return []
     header = ["Method", "Group", "n", "EM", "F1", "Acc", "Retrieval/q"]
     return ["## By type and difficulty", "", *_table(header, rows), ""]
 
 
-def sweep_sections(sweeps: list[tuple[Path, dict[str, Any]]], report: Path) -> list[str]:
+def sweep_sections(sweeps: list[tuple[Path, SweepFile]], report: Path) -> list[str]:
     lines: list[str] = []
-    for param in sorted({s["param"] for _, s in sweeps}):
-        members = [(p, s) for p, s in sweeps if s["param"] == param]
+    for param in sorted({s.param for _, s in sweeps}):
+        members = [(p, s) for p, s in sweeps if s.param == param]
         lines += [f"## Sweep over {param}", ""]
         for path, s in members:
-            run = s["run"]
-            swept = option_field(param, run.get("method", ""))
-            fixed = ", ".join(f"{k}={v}" for k, v in run.get("options", {}).items()
+            swept = option_field(param, s.run.method)
+            fixed = ", ".join(f"{k}={v}" for k, v in s.run.options.model_dump().items()
                               if k in SHOWN_OPTIONS and k != swept)
-            lines += [f"`{path}`: {method_label(run, True)}; fixed: {fixed}", ""]
-            rows = [[f"{r['value']:g}", *_scores(r), f"{r['retrieval_calls']['total']:g}",
-                     str(r["n"])] for r in s["settings"]]
+            lines += [f"`{path}`: {method_label(s.run, True)}; fixed: {fixed}", ""]
+            rows = [[f"{r.value:g}", *_scores(r), f"{r.retrieval_calls.total:g}",
+                     str(r.n)] for r in s.settings]
             lines += [*_table([param, "EM", "F1", "Acc", "Retrieval total", "n"], rows), ""]
         image = plot_sweep(param, members, report.with_name(f"{report.stem}-{param}.png"))
         lines += [f"![{param} sweep]({image.name})", ""]
     return lines
 
 
-def plot_sweep(param: str, members: list[tuple[Path, dict[str, Any]]], path: Path) -> Path:
+def plot_sweep(param: str, members: list[tuple[Path, SweepFile]], path: Path) -> Path:
     """One panel per metric, one line per sweep (model and confidence type), as Figures 4-6."""
     metrics = [(k, name) for k, name in METRIC_NAMES
-               if any(r.get(k) is not None for _, s in members for r in s["settings"])]
+               if any(getattr(r, k) is not None for _, s in members for r in s.settings)]
     fig = Figure(figsize=(4.2 * len(metrics), 3.4))
     axes = fig.subplots(1, len(metrics), squeeze=False)
     for axis, (key, name) in zip(axes[0], metrics, strict=True):
         for _, s in members:
-            points = [(r["value"], 100 * r[key]) for r in s["settings"] if r.get(key) is not None]
+            points = [(r.value, 100 * getattr(r, key)) for r in s.settings
+                      if getattr(r, key) is not None]
             if points:
                 xs, ys = zip(*sorted(points), strict=True)
-                axis.plot(xs, ys, marker="o", label=method_label(s["run"], True))
+                axis.plot(xs, ys, marker="o", label=method_label(s.run, True))
         axis.set_xlabel(param)
         axis.set_ylabel(name)
         axis.grid(alpha=0.3)
@@ -190,9 +194,9 @@ def plot_sweep(param: str, members: list[tuple[Path, dict[str, Any]]], path: Pat
     return path
 
 
-def gap_table(gaps: list[tuple[Path, dict[str, Any]]]) -> list[str]:
-    rows = [[method_label(g["run"], True), str(g["items"]), str(g["subs_all_right"]),
-             str(g["subs_right_composed_wrong"]), _pct(g["gap"]), g["correct_by"]]
+def gap_table(gaps: list[tuple[Path, GapFile]]) -> list[str]:
+    rows = [[method_label(g.run, True), str(g.items), str(g.subs_all_right),
+             str(g.subs_right_composed_wrong), _pct(g.gap), g.correct_by]
             for _, g in gaps]
     header = ["Method", "Items", "Sub-questions all right", "…and composed wrong", "Gap",
               "Correct by"]

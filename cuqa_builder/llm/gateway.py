@@ -28,6 +28,7 @@ from typing import Any
 import openai
 
 from cuqa_builder.llm.cache import CallCache, canonical_request, request_key
+from cuqa_builder.llm.client import prompt_request
 from cuqa_builder.llm.local import LocalServer
 from cuqa_builder.llm.prices import PriceTable
 from cuqa_builder.llm.settings import LOCAL_SLOTS_MAX, LLMSettings
@@ -85,14 +86,7 @@ class Gateway:
         self, template: PromptTemplate, values: Mapping[str, str], **sampling: Any
     ) -> ChatResult:
         """Render `template` as one user message and send it, recording the template used."""
-        return await self.chat(
-            ChatRequest(
-                messages=[{"role": "user", "content": template.render(**values)}],
-                template=template.name,
-                template_hash=template.sha256,
-                **sampling,
-            )
-        )
+        return await self.chat(prompt_request(template, values, **sampling))
 
     async def chat(self, request: ChatRequest) -> ChatResult:
         canonical = canonical_request(self.model, request)

@@ -19,7 +19,7 @@ from bm25s.tokenization import Tokenizer
 from cuqa_builder.errors import CuqaError
 from cuqa_builder.jsonio import atomic_write_json, iter_jsonl, read_jsonl, write_jsonl
 from cuqa_builder.records import Event
-from cuqa_builder.solvers.base import Passage
+from cuqa_builder.retrieval.types import Passage
 
 PASSAGES = "passages.jsonl"
 CORPUS_INFO = "corpus.json"

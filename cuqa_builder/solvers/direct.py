@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from cuqa_builder.solvers.answer_parsing import cut_at_stop, extract_answer
+from cuqa_builder.answer_parsing import cut_at_stop, extract_answer
 from cuqa_builder.solvers.base import SolverRun
 from cuqa_builder.solvers.prompting import demonstrations
 

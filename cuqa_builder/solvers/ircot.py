@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from cuqa_builder.solvers.answer_parsing import cut_at_stop, extract_answer, first_sentence
+from cuqa_builder.answer_parsing import cut_at_stop, extract_answer, first_sentence
 from cuqa_builder.solvers.base import SolverRun
 from cuqa_builder.solvers.direct import NEXT_EXAMPLE
 from cuqa_builder.solvers.iter_retgen import ITER_RETGEN_DEMOS

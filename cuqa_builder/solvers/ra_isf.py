@@ -8,12 +8,13 @@ sub-questions recursively, then combine). Past the depth threshold a question is
 
 from __future__ import annotations
 
-from cuqa_builder.solvers.answer_parsing import (
+from cuqa_builder.answer_parsing import (
     extract_answer,
     parse_sub_questions,
     parse_yes_no,
 )
-from cuqa_builder.solvers.base import Passage, SolverRun
+from cuqa_builder.retrieval.types import Passage
+from cuqa_builder.solvers.base import SolverRun
 from cuqa_builder.solvers.prompting import number_passages, passage_text
 
 KNOW = "solver_ra_isf_know"

@@ -3,7 +3,7 @@ the answer by reading what was retrieved."""
 
 from __future__ import annotations
 
-from cuqa_builder.solvers.answer_parsing import extract_answer
+from cuqa_builder.answer_parsing import extract_answer
 from cuqa_builder.solvers.base import SolverRun
 from cuqa_builder.solvers.direct import direct
 from cuqa_builder.solvers.prompting import join_passages

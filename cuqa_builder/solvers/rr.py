@@ -6,7 +6,7 @@ follow-up questions; `read` is shared with generate-then-read.
 
 from __future__ import annotations
 
-from cuqa_builder.solvers.answer_parsing import extract_answer
+from cuqa_builder.answer_parsing import extract_answer
 from cuqa_builder.solvers.base import SolverRun
 from cuqa_builder.solvers.prompting import join_passages
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from cuqa_builder.solvers.answer_parsing import cut_at_stop, extract_answer, final_answer
+from cuqa_builder.answer_parsing import cut_at_stop, extract_answer, final_answer
 from cuqa_builder.solvers.base import SolverRun
 from cuqa_builder.solvers.direct import NEXT_EXAMPLE
 from cuqa_builder.solvers.prompting import demonstrations

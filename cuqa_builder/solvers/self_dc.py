@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from cuqa_builder.solvers.answer_parsing import (
+from cuqa_builder.answer_parsing import (
     extract_answer,
     parse_confidence,
     parse_sub_questions,

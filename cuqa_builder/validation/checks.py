@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from functools import cache
 
-from cuqa_builder.generation.algorithm import answer_aliases
-from cuqa_builder.records import Candidate, CheckFailure, EventRef, Validation
+from cuqa_builder.records import Candidate, CheckFailure, EventRef, Validation, answer_aliases
 from cuqa_builder.text import contains_answer, normalize_answer
 from cuqa_builder.window import WindowError, parse_cutoff
 

@@ -15,21 +15,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 from tqdm import tqdm
 
+from cuqa_builder.answer_parsing import extract_answer
 from cuqa_builder.judge import judge
+from cuqa_builder.llm.client import LLMClient, prompt_request
 from cuqa_builder.llm.types import LLMError
 from cuqa_builder.prompts import load_prompt
 from cuqa_builder.records import Candidate, CheckFailure
-from cuqa_builder.solvers.answer_parsing import extract_answer
 from cuqa_builder.text import contains_answer, normalize_answer
 from cuqa_builder.validation.checks import CheckReport
-
-if TYPE_CHECKING:  # the gateway module loads `openai`, which only probing needs
-    from cuqa_builder.llm.gateway import Gateway
 
 CLOSED_BOOK = "probe_closed_book"
 WITH_UNKNOWN_ANSWER = "probe_with_unknown_answer"
@@ -111,8 +108,8 @@ def _given_facts(candidate: Candidate) -> str:
 
 @dataclass
 class Prober:
-    gateway: Gateway
-    judge_gateway: Gateway | None = None
+    gateway: LLMClient
+    judge_gateway: LLMClient | None = None
 
     @property
     def judge_name(self) -> str:
@@ -144,8 +141,8 @@ class Prober:
         self, template_name: str, question: str, answers: list[str], **values: str
     ) -> ProbeAnswer:
         template = load_prompt(template_name)
-        result = await self.gateway.prompt(
-            template, {"question": question, **values}, **PROBE_SAMPLING
+        result = await self.gateway.chat(
+            prompt_request(template, {"question": question, **values}, **PROBE_SAMPLING)
         )
         prediction = extract_answer(result.text)
         correct = await self._is_correct(question, prediction, answers)
