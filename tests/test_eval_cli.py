@@ -331,11 +331,12 @@ def test_sweep_reuses_shared_calls_and_report(workspace: Path) -> None:
     text = report.read_text()
     assert "| *w/o retrieval* |" in text and "| *w/ retrieval* |" in text
     assert text.index("| Direct |") < text.index("| RR |")
-    assert "| Direct | 33.3 | 55.6 | – | 0.00 | 0 | 1.00 | 3 |" in text
-    assert "| RR | 100.0 | 100.0 | – | 1.00 | 3 | 1.00 | 3 |" in text
-    assert "| Direct | hard | 1 | 0.0 | 66.7 | – | 0.00 |" in text
+    assert "| Method | Cover-EM | EM | F1 | Acc |" in text
+    assert "| Direct | 33.3 | 33.3 | 55.6 | – | 0.00 | 0 | 1.00 | 3 |" in text
+    assert "| RR | 100.0 | 100.0 | 100.0 | – | 1.00 | 3 | 1.00 | 3 |" in text
+    assert "| Direct | hard | 1 | 0.0 | 0.0 | 66.7 | – | 0.00 |" in text
     assert "## Sweep over alpha" in text
-    assert "| 0.3 | 100.0 | 100.0 | 100.0 | 0 | 3 |" in text
+    assert "| 0.3 | 100.0 | 100.0 | 100.0 | 100.0 | 0 | 3 |" in text
     assert "![alpha sweep](report-alpha.png)" in text
     assert (workspace / "report-alpha.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "## Compositionality gap" in text and "| 50.0 | exact match |" in text
@@ -360,7 +361,7 @@ def test_report_over_a_glob_skips_what_holds_no_results(workspace: Path, capsys)
     out = capsys.readouterr().out
     assert f"  skipped {evals / 'unfinished'}: holds no metrics.json" in out
     assert f"  skipped {report}: not a directory" in out
-    assert "| Direct | 33.3 |" in report.read_text()
+    assert "| Direct | 33.3 | 33.3 |" in report.read_text()
 
 
 def test_freshqa_split_runs_concurrently_up_to_the_gateway_bound(workspace: Path) -> None:
@@ -384,3 +385,23 @@ def test_freshqa_split_runs_concurrently_up_to_the_gateway_bound(workspace: Path
     assert (m["n"], m["em"], m["run"]["split"]) == (4, 1.0, "test")
     ids = [p["id"] for p in read_lines(workspace / "fresh" / "predictions.jsonl")]
     assert sorted(ids) == ["freshqa-0", "freshqa-1", "freshqa-2", "freshqa-3"]
+
+
+def test_scoring_options_are_visible_and_recorded(workspace: Path) -> None:
+    data = str(workspace / "cuqa.jsonl")
+    with ScriptedLLM(scripted_model(set())) as llm:
+        assert cli(llm, workspace, "strict", "--data", data, "--method", "direct",
+                   "--no-aliases") == 0
+        assert cli(llm, workspace, "lenient", "--data", data, "--method", "direct",
+                   "--yes-no-first-word") == 0
+    strict = {p["id"]: p for p in read_lines(workspace / "strict" / "predictions.jsonl")}
+    # "the UK" matched only the alias "UK": without aliases it scores nothing.
+    assert (strict["c1"]["cover_em"], strict["c1"]["em"]) == (0.0, 0.0)
+    assert strict["c1"]["answers"] == ["United Kingdom"]
+    for name, aliases, yes_no in (("strict", False, False), ("lenient", True, True)):
+        m = json.loads((workspace / name / "metrics.json").read_text())
+        assert m["run"]["scoring"] == {"aliases": aliases, "yes_no_first_word": yes_no}
+        assert json.loads((workspace / name / "eval.json").read_text())["scoring"] == (
+            m["run"]["scoring"])
+    assert json.loads((workspace / "lenient" / "metrics.json").read_text())["cover_em"] == (
+        pytest.approx(1 / 3))

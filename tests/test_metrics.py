@@ -6,6 +6,7 @@ import pytest
 
 from cuqa_builder.evaluation.metrics import (
     compositionality_gap,
+    cover_match,
     exact_match,
     f1_score,
     metrics,
@@ -70,9 +71,39 @@ def test_f1_of_empty_prediction_is_zero() -> None:
         ("It did", "yes", 0.0, 0.0),
     ],
 )
-def test_yes_no_answers(prediction: str, gold: str, em: float, f1: float) -> None:
-    assert exact_match(prediction, [gold]) == em
-    assert f1_score(prediction, [gold]) == pytest.approx(f1)
+def test_yes_no_first_word_option(prediction: str, gold: str, em: float, f1: float) -> None:
+    assert exact_match(prediction, [gold], yes_no_first_word=True) == em
+    assert f1_score(prediction, [gold], yes_no_first_word=True) == pytest.approx(f1)
+
+
+def test_without_the_yes_no_option_em_is_strict() -> None:
+    assert exact_match("Yes, it was held at Bletchley Park.", ["yes"]) == 0.0
+    # [yes, it, was, held, at, bletchley, park] vs [yes]: P=1/7, R=1 -> 1/4
+    assert f1_score("Yes, it was held at Bletchley Park.", ["yes"]) == pytest.approx(0.25)
+    assert exact_match("No.", ["No"]) == 1.0
+
+
+@pytest.mark.parametrize(
+    ("prediction", "golds", "cover"),
+    [
+        ("It was held at Bletchley Park, England.", ["Bletchley Park"], 1.0),
+        ("Yes, it was held at Bletchley Park.", ["yes"], 1.0),
+        ("The answer is the United Kingdom", ["UK", "United Kingdom"], 1.0),  # any gold
+        ("Parisian", ["Paris"], 0.0),  # whole words only
+        ("Delhi", ["New Delhi"], 0.0),  # the gold must be contained, not the prediction
+        ("", ["Paris"], 0.0),
+        ("the", ["The"], 0.0),  # a gold that normalises to nothing never matches
+    ],
+)
+def test_cover_em_is_the_papers_em(prediction: str, golds: list[str], cover: float) -> None:
+    assert cover_match(prediction, golds) == cover
+
+
+def test_cover_em_can_exceed_squad_f1() -> None:
+    # The paper's tables have EM > F1, which only a containment EM allows.
+    prediction, gold = "It took place at Bletchley Park in the United Kingdom", ["Bletchley Park"]
+    assert cover_match(prediction, gold) == 1.0
+    assert exact_match(prediction, gold) == 0.0 and f1_score(prediction, gold) < 0.5
 
 
 def _prediction(id: str, em: float, f1: float, **extra) -> Prediction:

@@ -20,7 +20,7 @@ from cuqa_builder import __version__
 from cuqa_builder.evaluation.datasets import EvalInputError, EvalItem, load_items
 from cuqa_builder.evaluation.gap import evaluate_gap
 from cuqa_builder.evaluation.harness import EvalError, Evaluation, evaluate
-from cuqa_builder.evaluation.outputs import GAP, SWEEP, EvalSettings, RetrieverInfo
+from cuqa_builder.evaluation.outputs import GAP, SWEEP, EvalSettings, RetrieverInfo, Scoring
 from cuqa_builder.evaluation.sweep import parse_values, sweep
 from cuqa_builder.llm.settings import LLMSettings, add_llm_arguments, settings_from_args
 from cuqa_builder.llm.types import GatewayStats, LLMError
@@ -81,6 +81,14 @@ def _evaluation_arguments(method_default: str | None) -> argparse.ArgumentParser
     retrieval.add_argument("--wiki-api", default="https://en.wikipedia.org/w/api.php",
                            help="MediaWiki api.php for --retriever wiki")
     retrieval.add_argument("--contact", help="contact put in the User-Agent for --retriever wiki")
+
+    scoring = parent.add_argument_group("scoring (cover-em, em, f1; see the README)")
+    scoring.add_argument("--no-aliases", dest="aliases", action="store_false",
+                         help="score against a CuQA item's answer only, not its answer_aliases "
+                         "(Wikipedia titles of the answer entity; counted by default)")
+    scoring.add_argument("--yes-no-first-word", action="store_true",
+                         help="em/f1: against a yes/no gold, read a prediction opening with yes "
+                         "or no as that word (default: off, SQuAD's strict reading)")
 
     judge = parent.add_argument_group("judge")
     judge.add_argument("--judge-model",
@@ -171,7 +179,7 @@ async def open_session(args: argparse.Namespace) -> AsyncIterator[Session]:
     # Imported here: `openai` takes ~1.5 s to import, which --help and index need not pay.
     from cuqa_builder.llm.gateway import open_gateway
 
-    items = load_items(args.data, split=args.split, limit=args.limit)
+    items = load_items(args.data, split=args.split, limit=args.limit, aliases=args.aliases)
     options = solver_options(args)
     args.out.mkdir(parents=True, exist_ok=True)
     settings = settings_from_args(args, default_cache=args.out / LLM_CACHE)
@@ -189,6 +197,7 @@ async def open_session(args: argparse.Namespace) -> AsyncIterator[Session]:
             method=args.method, options=options, model=gateway.model,
             data=str(args.data.resolve()), split=args.split, retriever=retriever_info,
             judge_model=args.judge_model,
+            scoring=Scoring(aliases=args.aliases, yes_no_first_word=args.yes_no_first_word),
         )
         evaluation = Evaluation(
             solver=get_solver(args.method), gateway=gateway, retriever=retriever,
@@ -228,7 +237,7 @@ async def command_sweep(args: argparse.Namespace) -> str:
     values = parse_values(args.param, args.values)
     async with open_session(args) as session:
         rows = await sweep(session.evaluation, session.items, args.out, args.param, values)
-    lines = [f"{args.param}={r.value:g}: em {r.em:.3f} f1 {r.f1:.3f}"
+    lines = [f"{args.param}={r.value:g}: cover-em {r.cover_em:.3f} em {r.em:.3f} f1 {r.f1:.3f}"
              + (f" acc {r.acc:.3f}" if r.acc is not None else "")
              + f", retrieval calls {r.retrieval_calls.total:g}" for r in rows]
     return "\n".join([*lines, f"-> {args.out / SWEEP}"])

@@ -48,8 +48,11 @@ class EvalItem(GoldQuestion):
     meta: dict[str, Any] = Field(default_factory=dict)
 
 
-def load_items(path: Path, split: str | None = None, limit: int | None = None) -> list[EvalItem]:
-    """Every item of the file (FreshQA: of `split` when given), the first `limit` when given."""
+def load_items(
+    path: Path, split: str | None = None, limit: int | None = None, *, aliases: bool = True
+) -> list[EvalItem]:
+    """Every item of the file (FreshQA: of `split` when given), the first `limit` when given;
+    a CuQA item's answer_aliases count as answers unless `aliases` is False."""
     if not path.is_file():
         raise EvalInputError(f"no dataset at {path}")
     if path.suffix.lower() == ".csv":
@@ -57,7 +60,7 @@ def load_items(path: Path, split: str | None = None, limit: int | None = None) -
     elif split is not None:
         raise EvalInputError(f"--split applies to FreshQA CSV files, not to {path.name}")
     else:
-        items = list(read_jsonl_items(path))
+        items = list(read_jsonl_items(path, aliases))
     _check_unique_ids(path, items)
     return items[:limit] if limit is not None else items
 
@@ -73,7 +76,7 @@ def _check_unique_ids(path: Path, items: list[EvalItem]) -> None:
 # --- JSONL: CuQA items or generic {question, answers} ------------------------------------
 
 
-def read_jsonl_items(path: Path) -> Iterator[EvalItem]:
+def read_jsonl_items(path: Path, aliases: bool = True) -> Iterator[EvalItem]:
     with path.open(encoding="utf-8") as fh:
         for number, line in enumerate(fh, start=1):
             if not line.strip():
@@ -82,26 +85,26 @@ def read_jsonl_items(path: Path) -> Iterator[EvalItem]:
                 record = json.loads(line)
                 if not isinstance(record, dict):
                     raise EvalInputError("expected a JSON object")
-                yield _item_from_record(record, number)
+                yield _item_from_record(record, number, aliases)
             except (ValueError, ValidationError) as exc:
                 raise EvalInputError(f"{path}:{number}: {_describe(exc)}") from None
 
 
-def _item_from_record(record: dict[str, Any], number: int) -> EvalItem:
+def _item_from_record(record: dict[str, Any], number: int, aliases: bool) -> EvalItem:
     if "answer" in record:
-        return _cuqa_item(record)
+        return _cuqa_item(record, aliases)
     if "answers" in record:
         return _generic_item(record, number)
     raise EvalInputError("expected a CuQA item (`answer`) or a generic item (`answers`)")
 
 
-def _cuqa_item(record: dict[str, Any]) -> EvalItem:
+def _cuqa_item(record: dict[str, Any], aliases: bool) -> EvalItem:
     # Candidates carry extra keys (intermediates, validation...): keep only the released fields.
     item = CuqaItem.model_validate({k: v for k, v in record.items() if k in CuqaItem.model_fields})
     return EvalItem(
         id=item.id,
         question=item.question,
-        answers=_unique([item.answer, *item.answer_aliases]),
+        answers=_unique([item.answer, *(item.answer_aliases if aliases else [])]),
         type=item.type,
         difficulty=item.difficulty,
         sub_questions=item.sub_questions,

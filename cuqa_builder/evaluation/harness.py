@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from cuqa_builder.errors import CuqaError
 from cuqa_builder.evaluation.datasets import EvalItem
-from cuqa_builder.evaluation.metrics import exact_match, f1_score, metrics
+from cuqa_builder.evaluation.metrics import cover_match, exact_match, f1_score, metrics
 from cuqa_builder.evaluation.outputs import (
     METRICS,
     PREDICTIONS,
@@ -70,7 +70,7 @@ class Outcome:
         acc = f" acc {m.acc:.3f}" if m.acc is not None else ""
         failed = f", {self.failed} failed (re-run to retry)" if self.failed else ""
         return (
-            f"{m.run.method}: n {m.n} em {m.em:.3f} f1 {m.f1:.3f}{acc}; "
+            f"{m.run.method}: n {m.n} cover-em {m.cover_em:.3f} em {m.em:.3f} f1 {m.f1:.3f}{acc}; "
             f"retrieval calls {m.retrieval_calls.mean:.2f}/question; "
             f"{self.new} new, {self.resumed} resumed{failed} -> {out / METRICS}"
         )
@@ -114,13 +114,16 @@ async def evaluate(evaluation: Evaluation, items: Sequence[EvalItem], out: Path)
 async def predict(evaluation: Evaluation, item: EvalItem) -> Prediction:
     run = SolverRun(evaluation.gateway, evaluation.retriever, evaluation.options)
     answer = (await evaluation.solver(item.question, run)).strip()
+    yes_no = evaluation.settings.scoring.yes_no_first_word
     acc = None
     if evaluation.judge_gateway is not None:
         acc = await judge(evaluation.judge_gateway, item.question, answer, item.answers)
     return Prediction(
         id=item.id, question=item.question, answers=item.answers, type=item.type,
         difficulty=item.difficulty, prediction=answer,
-        em=exact_match(answer, item.answers), f1=f1_score(answer, item.answers), acc=acc,
+        cover_em=cover_match(answer, item.answers),
+        em=exact_match(answer, item.answers, yes_no_first_word=yes_no),
+        f1=f1_score(answer, item.answers, yes_no_first_word=yes_no), acc=acc,
         routes=dict(Counter(step.name for step in run.trace if step.kind == "route")),
         retrieval_calls=run.retrieval_calls, llm_calls=run.llm_calls,
         prompt_tokens=run.prompt_tokens, completion_tokens=run.completion_tokens,

@@ -1,5 +1,14 @@
-"""EM and F1 (SQuAD-style, best over every gold answer and alias), aggregates, and the
-compositionality gap of the Self-Ask paper (Press et al., 2023, section 2)."""
+"""The answer metrics, best over every gold answer (and alias), their aggregates, and the
+compositionality gap of the Self-Ask paper (Press et al., 2023, section 2).
+
+- `cover_em`: a gold answer, normalised, occurs in the normalised prediction as whole words. This
+  is the Self-DC paper's EM: its Tables 1-4, 12 and 13 have EM above F1 in nearly every row, which
+  exact string equality cannot give (EM = 1 implies F1 = 1).
+- `em` and `f1`: SQuAD's exact match and token F1 after the same normalisation.
+
+`yes_no_first_word` (ours, off by default): against a yes/no gold, a prediction opening with yes or
+no ("Yes, it was held in ...") is read as that one word by `em` and `f1`.
+"""
 
 from __future__ import annotations
 
@@ -15,29 +24,29 @@ from cuqa_builder.evaluation.outputs import (
     Prediction,
     Scores,
 )
-from cuqa_builder.text import normalize_answer
+from cuqa_builder.text import contains_answer, normalize_answer
 
 YES_NO = frozenset({"yes", "no"})
 COUNTS = ("retrieval_calls", "llm_calls", "tokens", "cost")
 
 
-def _tokens_against(prediction: str, gold: str) -> tuple[list[str], list[str]]:
-    """Normalised tokens of both; against a yes/no gold, a prediction opening with yes or no
-    ("Yes, it was held in ...") is read as that one word."""
+def _tokens_against(
+    prediction: str, gold: str, yes_no_first_word: bool
+) -> tuple[list[str], list[str]]:
     pred = normalize_answer(prediction).split()
     want = normalize_answer(gold).split()
-    if want in (["yes"], ["no"]) and pred and pred[0] in YES_NO:
+    if yes_no_first_word and want in (["yes"], ["no"]) and pred and pred[0] in YES_NO:
         pred = pred[:1]
     return pred, want
 
 
-def _exact(prediction: str, gold: str) -> float:
-    pred, want = _tokens_against(prediction, gold)
+def _exact(prediction: str, gold: str, yes_no_first_word: bool) -> float:
+    pred, want = _tokens_against(prediction, gold, yes_no_first_word)
     return float(bool(pred) and pred == want)
 
 
-def _f1(prediction: str, gold: str) -> float:
-    pred, want = _tokens_against(prediction, gold)
+def _f1(prediction: str, gold: str, yes_no_first_word: bool) -> float:
+    pred, want = _tokens_against(prediction, gold, yes_no_first_word)
     common = sum((Counter(pred) & Counter(want)).values())
     if not pred or not want or common == 0:
         return 0.0
@@ -45,12 +54,19 @@ def _f1(prediction: str, gold: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-def exact_match(prediction: str, golds: Sequence[str]) -> float:
-    return max((_exact(prediction, g) for g in golds), default=0.0)
+def cover_match(prediction: str, golds: Sequence[str]) -> float:
+    """The paper's EM: 1.0 when some gold answer is contained in the prediction."""
+    return float(any(contains_answer(prediction, g) for g in golds))
 
 
-def f1_score(prediction: str, golds: Sequence[str]) -> float:
-    return max((_f1(prediction, g) for g in golds), default=0.0)
+def exact_match(
+    prediction: str, golds: Sequence[str], *, yes_no_first_word: bool = False
+) -> float:
+    return max((_exact(prediction, g, yes_no_first_word) for g in golds), default=0.0)
+
+
+def f1_score(prediction: str, golds: Sequence[str], *, yes_no_first_word: bool = False) -> float:
+    return max((_f1(prediction, g, yes_no_first_word) for g in golds), default=0.0)
 
 
 # --- aggregates --------------------------------------------------------------------------
@@ -69,6 +85,7 @@ def summarize(predictions: Sequence[Prediction]) -> Scores:
         counts[name] = CountStats(mean=fmean(values) if values else 0.0, total=sum(values))
     return Scores(
         n=len(predictions),
+        cover_em=fmean(p.cover_em for p in predictions) if predictions else 0.0,
         em=fmean(p.em for p in predictions) if predictions else 0.0,
         f1=fmean(p.f1 for p in predictions) if predictions else 0.0,
         acc=fmean(judged) if judged else None,

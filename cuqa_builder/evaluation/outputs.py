@@ -38,6 +38,13 @@ class RetrieverInfo(BaseModel):
     api: str | None = None  # a search service's URL
 
 
+class Scoring(BaseModel):
+    """The choices of ours in scoring (the README says why each default is what it is)."""
+
+    aliases: bool = True  # a CuQA item's answer_aliases count as gold answers
+    yes_no_first_word: bool = False  # em/f1 read "Yes, because ..." as "yes" for a yes/no gold
+
+
 class EvalSettings(BaseModel):
     """What a run directory holds (`eval.json`); a re-run with other settings is refused."""
 
@@ -48,6 +55,7 @@ class EvalSettings(BaseModel):
     split: str | None = None
     retriever: RetrieverInfo | None = None
     judge_model: str | None = None
+    scoring: Scoring = Field(default_factory=Scoring)
     part: str | None = None  # a gap run's half: "composed" or "sub-questions"
 
 
@@ -55,7 +63,8 @@ class Prediction(GoldQuestion):
     """One line of `predictions.jsonl`: the answer, its scores, the full trace and the counts."""
 
     prediction: str
-    em: float
+    cover_em: float = 0.0  # the paper's EM: a gold answer contained in the prediction
+    em: float  # SQuAD's
     f1: float
     acc: bool | None = None  # None: no judge was set
     routes: dict[str, int] = Field(default_factory=dict)
@@ -89,6 +98,7 @@ class Scores(BaseModel):
     """Means of EM/F1 (Acc over the judged items), mean and total of every count."""
 
     n: int
+    cover_em: float = 0.0
     em: float
     f1: float
     acc: float | None = None

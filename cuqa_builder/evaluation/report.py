@@ -37,7 +37,14 @@ DISPLAY_NAMES = {
     "rr": "RR", "refeed": "REFEED", "ircot": "IRCoT", "self-ask": "Self-Ask",
     "iter-retgen": "ITER-RETGEN", "self-dc": "Self-DC", "ra-isf": "RA-ISF",
 }
-METRIC_NAMES = (("em", "EM"), ("f1", "F1"), ("acc", "Acc"))
+# Cover-EM is the paper's EM (a gold answer contained in the prediction); EM/F1 are SQuAD's.
+METRIC_NAMES = (("cover_em", "Cover-EM"), ("em", "EM"), ("f1", "F1"), ("acc", "Acc"))
+SCORES_NOTE = (
+    "Scores in %. **Cover-EM** is the Self-DC paper's EM (a gold answer contained in the "
+    "prediction, normalised): compare it with the EM column of the paper's Tables 1-4, 12 and "
+    "13. **EM** and **F1** are SQuAD's exact match and token F1: compare F1 with the paper's F1. "
+    "**Acc** is the LLM judge's verdict (the paper's Acc). Retrieval and LLM calls per question."
+)
 SHOWN_OPTIONS = ("confidence", "alpha", "beta", "depth", "top_k")
 
 
@@ -124,7 +131,7 @@ def main_table(runs: list[tuple[Path, MetricsFile]]) -> list[str]:
         members = [e for e in sorted(runs, key=rank)
                    if (e[1].run.method in NO_RETRIEVAL) == in_group]
         if members:
-            rows.append([f"*{group_name}*", "", "", "", "", "", "", ""])
+            rows.append([f"*{group_name}*"] + [""] * (len(METRIC_NAMES) + 4))
         for _, m in members:
             calls = m.retrieval_calls
             rows.append([
@@ -132,7 +139,8 @@ def main_table(runs: list[tuple[Path, MetricsFile]]) -> list[str]:
                 f"{calls.mean:.2f}", f"{calls.total:g}",
                 f"{m.llm_calls.mean:.2f}", f"{m.n}" + ("" if m.complete else "*"),
             ])
-    header = ["Method", "EM", "F1", "Acc", "Retrieval/q", "Retrieval total", "LLM calls/q", "n"]
+    header = ["Method", *(name for _, name in METRIC_NAMES), "Retrieval/q", "Retrieval total",
+              "LLM calls/q", "n"]
     lines = ["## Results", "", *_table(header, rows), ""]
     if any(not m.complete for _, m in runs):
         lines += ["\\* unfinished run: re-run it to complete it.", ""]
@@ -149,7 +157,7 @@ def breakdown_table(runs: list[tuple[Path, MetricsFile]]) -> list[str]:
                              f"{g.retrieval_calls.mean:.2f}"])
     if not rows:
         return []
-    header = ["Method", "Group", "n", "EM", "F1", "Acc", "Retrieval/q"]
+    header = ["Method", "Group", "n", *(name for _, name in METRIC_NAMES), "Retrieval/q"]
     return ["## By type and difficulty", "", *_table(header, rows), ""]
 
 
@@ -165,7 +173,8 @@ def sweep_sections(sweeps: list[tuple[Path, SweepFile]], report: Path) -> list[s
             lines += [f"`{path}`: {method_label(s.run, True)}; fixed: {fixed}", ""]
             rows = [[f"{r.value:g}", *_scores(r), f"{r.retrieval_calls.total:g}",
                      str(r.n)] for r in s.settings]
-            lines += [*_table([param, "EM", "F1", "Acc", "Retrieval total", "n"], rows), ""]
+            header = [param, *(name for _, name in METRIC_NAMES), "Retrieval total", "n"]
+            lines += [*_table(header, rows), ""]
         image = plot_sweep(param, members, report.with_name(f"{report.stem}-{param}.png"))
         lines += [f"![{param} sweep]({image.name})", ""]
     return lines
@@ -206,8 +215,7 @@ def gap_table(gaps: list[tuple[Path, GapFile]]) -> list[str]:
 def write_report(dirs: Sequence[Path], out: Path) -> list[str]:
     """Write the report to `out`; returns the inputs skipped, with why."""
     found = collect(dirs)
-    lines = ["# CuQA evaluation report", "",
-             "EM, F1 and Acc in %; retrieval and LLM calls per question.", ""]
+    lines = ["# CuQA evaluation report", "", SCORES_NOTE, ""]
     if found.runs:
         lines += main_table(found.runs) + breakdown_table(found.runs)
     if found.sweeps:
