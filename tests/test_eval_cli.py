@@ -53,8 +53,9 @@ def scripted_model(broken: set[str]) -> Any:
     def respond(body: dict[str, Any]) -> Reply:
         prompt = last_user_message(body)
         if prompt.startswith("In the following task"):
-            prediction = prompt.split("Prediction:\n")[1].split("\n\nGround-truth")[0].lower()
-            golds = prompt.split("Ground-truth Answer:\n")[1].split("\n\nDoes the")[0]
+            prediction = re.split(r"\nPrediction:?\n", prompt)[1].split("\n\nGround-truth")[0]
+            prediction = prediction.lower()
+            golds = re.split(r"Ground-truth Answer:?\n", prompt)[1].split("\n\nDoes the")[0]
             hit = any(g.lower() in prediction or prediction in g.lower()
                       for g in golds.splitlines())
             return Reply("Yes" if hit else "No")
@@ -405,3 +406,27 @@ def test_scoring_options_are_visible_and_recorded(workspace: Path) -> None:
             m["run"]["scoring"])
     assert json.loads((workspace / "lenient" / "metrics.json").read_text())["cover_em"] == (
         pytest.approx(1 / 3))
+
+
+@pytest.mark.parametrize(("prompt", "judged"), [
+    ("iter-retgen", "The summit met at Bletchley Park. So the answer is the UK."),
+    ("reworded", "the UK"),
+])
+def test_the_judge_reads_the_whole_output_as_iter_retgen_does(
+    workspace: Path, prompt: str, judged: str
+) -> None:
+    reasoning = "The summit met at Bletchley Park. So the answer is the UK."
+
+    def respond(body: dict[str, Any]) -> Reply:
+        return Reply("Yes" if body["model"] == "judge" else reasoning)
+
+    write_jsonl(workspace / "one.jsonl", ITEMS[:1])
+    with ScriptedLLM(respond) as llm:
+        assert cli(llm, workspace, prompt, "--data", str(workspace / "one.jsonl"),
+                   "--method", "cot", "--judge-model", "judge", "--judge-prompt", prompt) == 0
+        [judge_call] = [b for b in llm.requests if b["model"] == "judge"]
+    assert f"Prediction:\n{judged}\n\n" in last_user_message(judge_call) or (
+        f"Prediction\n{judged}\n\n" in last_user_message(judge_call))
+    [p] = read_lines(workspace / prompt / "predictions.jsonl")
+    assert (p["prediction"], p["output"], p["acc"]) == ("the UK", reasoning, True)
+    assert json.loads((workspace / prompt / "eval.json").read_text())["judge_prompt"] == prompt

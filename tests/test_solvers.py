@@ -200,6 +200,8 @@ def test_one_call_methods_need_no_retriever(method: str, rules: list) -> None:
         prediction, run = run_method(llm, method, QUESTION, None)
     assert prediction == "Brindle"
     assert (run.llm_calls, run.retrieval_calls, llm.calls) == (1, 0, 1)
+    # The whole final output (cut at the next example) is kept for the judge.
+    assert run.output.strip() == rules[0][1].split("\n\nQuestion:")[0].strip()
     body = llm.requests[0]
     assert body["temperature"] == 0.1 and body["top_p"] == 0.1
     if method == "fewshot-cot":
@@ -270,6 +272,7 @@ def test_ircot_stops_at_the_answer_sentence() -> None:
     assert prediction == "Brindle"
     assert (run.llm_calls, run.retrieval_calls) == (3, 3)
     assert routes(run, "ircot") == [{"stop": "answer sentence", "steps": 3}]
+    assert run.output == f"{step_one} {step_two} So the answer is Brindle."
     # Passages accumulate across steps.
     assert "May 9 – Ada Quill is elected mayor" in prompts_sent(llm)[2]
 
@@ -308,6 +311,9 @@ def test_self_ask_follow_up_loop_and_final_answer() -> None:
     assert "Bob Invented" not in "".join(prompts_sent(llm))
     assert llm.requests[0]["stop"][0] == "Intermediate answer:"
     assert routes(run, "self-ask") == [{"stop": "final answer", "follow_ups": 2}]
+    assert run.output == (f" Yes.\nFollow up: {SUB_WINNER}\nIntermediate answer: Ada Quill\n"
+                          f"Follow up: {SUB_TOWN}\nIntermediate answer: Brindle\n"
+                          "So the final answer is: Brindle.")
 
 
 def test_self_ask_stops_after_max_follow_ups() -> None:

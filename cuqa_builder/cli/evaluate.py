@@ -22,6 +22,7 @@ from cuqa_builder.evaluation.gap import evaluate_gap
 from cuqa_builder.evaluation.harness import EvalError, Evaluation, evaluate
 from cuqa_builder.evaluation.outputs import GAP, SWEEP, EvalSettings, RetrieverInfo, Scoring
 from cuqa_builder.evaluation.sweep import parse_values, sweep
+from cuqa_builder.judge import DEFAULT_JUDGE_PROMPT, JUDGE_PROMPTS
 from cuqa_builder.llm.settings import LLMSettings, add_llm_arguments, settings_from_args
 from cuqa_builder.llm.types import GatewayStats, LLMError
 from cuqa_builder.retrieval.bm25 import BM25Retriever, CorpusError, open_corpus
@@ -93,6 +94,11 @@ def _evaluation_arguments(method_default: str | None) -> argparse.ArgumentParser
     judge = parent.add_argument_group("judge")
     judge.add_argument("--judge-model",
                        help="model that judges Acc, at the same endpoint (default: no Acc)")
+    judge.add_argument("--judge-prompt", choices=list(JUDGE_PROMPTS),
+                       default=DEFAULT_JUDGE_PROMPT,
+                       help="iter-retgen: ITER-RETGEN's prompt word for word, judging the "
+                       "model's whole final output, as the paper's Acc (default); reworded: "
+                       "our wording, judging the short answer")
     add_llm_arguments(parent)
     parent.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     parent.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -197,6 +203,7 @@ async def open_session(args: argparse.Namespace) -> AsyncIterator[Session]:
             method=args.method, options=options, model=gateway.model,
             data=str(args.data.resolve()), split=args.split, retriever=retriever_info,
             judge_model=args.judge_model,
+            judge_prompt=args.judge_prompt if args.judge_model else None,
             scoring=Scoring(aliases=args.aliases, yes_no_first_word=args.yes_no_first_word),
         )
         evaluation = Evaluation(

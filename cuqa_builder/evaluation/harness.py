@@ -31,7 +31,7 @@ from cuqa_builder.evaluation.outputs import (
     write_output,
 )
 from cuqa_builder.jsonio import JsonlAppender, iter_jsonl
-from cuqa_builder.judge import judge
+from cuqa_builder.judge import judge, judge_prompt
 from cuqa_builder.llm.client import LLMClient
 from cuqa_builder.llm.types import LLMError
 from cuqa_builder.retrieval.types import RetrievalError, Retriever
@@ -114,13 +114,16 @@ async def evaluate(evaluation: Evaluation, items: Sequence[EvalItem], out: Path)
 async def predict(evaluation: Evaluation, item: EvalItem) -> Prediction:
     run = SolverRun(evaluation.gateway, evaluation.retriever, evaluation.options)
     answer = (await evaluation.solver(item.question, run)).strip()
+    output = answer if run.output is None else run.output.strip()
     yes_no = evaluation.settings.scoring.yes_no_first_word
     acc = None
     if evaluation.judge_gateway is not None:
-        acc = await judge(evaluation.judge_gateway, item.question, answer, item.answers)
+        name = evaluation.settings.judge_prompt or "iter-retgen"
+        judged = output if judge_prompt(name).full_output else answer
+        acc = await judge(evaluation.judge_gateway, item.question, judged, item.answers, name)
     return Prediction(
         id=item.id, question=item.question, answers=item.answers, type=item.type,
-        difficulty=item.difficulty, prediction=answer,
+        difficulty=item.difficulty, prediction=answer, output=output,
         cover_em=cover_match(answer, item.answers),
         em=exact_match(answer, item.answers, yes_no_first_word=yes_no),
         f1=f1_score(answer, item.answers, yes_no_first_word=yes_no), acc=acc,

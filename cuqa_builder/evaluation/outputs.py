@@ -55,6 +55,7 @@ class EvalSettings(BaseModel):
     split: str | None = None
     retriever: RetrieverInfo | None = None
     judge_model: str | None = None
+    judge_prompt: str | None = None  # cuqa_builder.judge.JUDGE_PROMPTS, with a judge model
     scoring: Scoring = Field(default_factory=Scoring)
     part: str | None = None  # a gap run's half: "composed" or "sub-questions"
 
@@ -63,6 +64,7 @@ class Prediction(GoldQuestion):
     """One line of `predictions.jsonl`: the answer, its scores, the full trace and the counts."""
 
     prediction: str
+    output: str = ""  # the model's whole final output, which the prediction was read from
     cover_em: float = 0.0  # the paper's EM: a gold answer contained in the prediction
     em: float  # SQuAD's
     f1: float

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from cuqa_builder.answer_parsing import extract_answer
 from cuqa_builder.llm.client import LLMClient, prompt_request
 from cuqa_builder.llm.types import ChatResult
 from cuqa_builder.prompts import load_prompt
@@ -68,6 +69,7 @@ class SolverRun:
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.cost = 0.0
+        self.output: str | None = None  # the model's whole final output (what a judge reads)
 
     async def ask(
         self, template: str, values: dict[str, str], *, logprobs: bool = False, **sampling: Any
@@ -112,6 +114,12 @@ class SolverRun:
             )
         )
         return passages
+
+    def conclude(self, output: str, answer: str | None = None) -> str:
+        """Record `output` as the model's final output; the short answer read from it (or
+        `answer`, when the method reads it another way) is returned."""
+        self.output = output
+        return extract_answer(output) if answer is None else answer
 
     def route(self, name: str, **data: Any) -> None:
         """Record a decision (a Self-DC branch, a stop rule) in the trace."""

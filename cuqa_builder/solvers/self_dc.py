@@ -17,7 +17,6 @@ import math
 from typing import Literal
 
 from cuqa_builder.answer_parsing import (
-    extract_answer,
     parse_confidence,
     parse_sub_questions,
 )
@@ -121,7 +120,7 @@ async def decompose_and_combine(
     sub_answers = [await self_dc(sub, run, depth + 1) for sub in sub_questions]
     values = {"question": question, "sub_qas": format_sub_qas(sub_questions, sub_answers)}
     combined = await run.ask(COMBINE, values)
-    return extract_answer(combined.text)
+    return run.conclude(combined.text)
 
 
 async def solve(question: str, run: SolverRun) -> str:

@@ -152,7 +152,8 @@ class Prober:
 
     async def _is_correct(self, question: str, prediction: str, answers: list[str]) -> bool:
         if self.judge_gateway is not None:
-            return await judge(self.judge_gateway, question, prediction, answers)
+            # The probes judge a short answer against the item's answer and aliases.
+            return await judge(self.judge_gateway, question, prediction, answers, "reworded")
         return any(contains_answer(prediction, answer) for answer in answers)
 
 
