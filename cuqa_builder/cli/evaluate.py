@@ -100,6 +100,14 @@ def _evaluation_arguments(method_default: str | None) -> argparse.ArgumentParser
                        "model's whole final output, as the paper's Acc (default); reworded: "
                        "our wording, judging the short answer")
     add_llm_arguments(parent)
+    endpoint = parent.add_argument_group("LLM API")
+    endpoint.add_argument("--api", choices=("chat", "completions"), default="chat",
+                          help="the endpoint's chat API, or the legacy completions API of "
+                          "instruct models such as gpt-3.5-turbo-instruct, the paper's second "
+                          "backbone (token logprobs for --confidence prob on both; default: chat)")
+    endpoint.add_argument("--judge-api", choices=("chat", "completions"), default="chat",
+                          help="the API of --judge-model (default: chat; the paper always "
+                          "judges with gpt-3.5-turbo-1106)")
     parent.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     parent.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return parent
@@ -167,10 +175,10 @@ def open_retriever(
     return retriever, RetrieverInfo(name="bm25", corpus_sha256=retriever.corpus_sha256)
 
 
-def judge_settings(settings: LLMSettings, judge_model: str) -> LLMSettings:
+def judge_settings(settings: LLMSettings, judge_model: str, api: str) -> LLMSettings:
     if settings.uses_local_model:
-        return settings.model_copy(update={"local": judge_model})
-    return settings.model_copy(update={"model": judge_model})
+        return settings.model_copy(update={"local": judge_model, "api": api})
+    return settings.model_copy(update={"model": judge_model, "api": api})
 
 
 @dataclass
@@ -188,22 +196,23 @@ async def open_session(args: argparse.Namespace) -> AsyncIterator[Session]:
     items = load_items(args.data, split=args.split, limit=args.limit, aliases=args.aliases)
     options = solver_options(args)
     args.out.mkdir(parents=True, exist_ok=True)
-    settings = settings_from_args(args, default_cache=args.out / LLM_CACHE)
+    settings = settings_from_args(args, default_cache=args.out / LLM_CACHE).model_copy(
+        update={"api": args.api})
     async with AsyncExitStack() as stack:
         retriever, retriever_info = open_retriever(args, stack)
         gateway = await stack.enter_async_context(open_gateway(settings))
         judge_gateway = None
         if args.judge_model:
-            judge_gateway = gateway if args.judge_model == gateway.model else (
-                await stack.enter_async_context(
-                    open_gateway(judge_settings(settings, args.judge_model))
-                )
+            same = (args.judge_model, args.judge_api) == (gateway.model, args.api)
+            judge_gateway = gateway if same else await stack.enter_async_context(
+                open_gateway(judge_settings(settings, args.judge_model, args.judge_api))
             )
         run_settings = EvalSettings(
-            method=args.method, options=options, model=gateway.model,
+            method=args.method, options=options, model=gateway.model, api=args.api,
             data=str(args.data.resolve()), split=args.split, retriever=retriever_info,
             judge_model=args.judge_model,
             judge_prompt=args.judge_prompt if args.judge_model else None,
+            judge_api=args.judge_api if args.judge_model else None,
             scoring=Scoring(aliases=args.aliases, yes_no_first_word=args.yes_no_first_word),
         )
         evaluation = Evaluation(

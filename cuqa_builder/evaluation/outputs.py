@@ -51,11 +51,13 @@ class EvalSettings(BaseModel):
     method: str
     options: SolverOptions
     model: str
+    api: str = "chat"  # the endpoint's chat or (legacy) completions API
     data: str
     split: str | None = None
     retriever: RetrieverInfo | None = None
     judge_model: str | None = None
     judge_prompt: str | None = None  # cuqa_builder.judge.JUDGE_PROMPTS, with a judge model
+    judge_api: str | None = None
     scoring: Scoring = Field(default_factory=Scoring)
     part: str | None = None  # a gap run's half: "composed" or "sub-questions"
 

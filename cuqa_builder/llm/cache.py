@@ -43,10 +43,14 @@ CREATE TABLE IF NOT EXISTS calls (
 _NOT_SENT = frozenset({"template", "template_hash"})
 
 
-def canonical_request(model: str, request: ChatRequest) -> str:
+def canonical_request(model: str, request: ChatRequest, api: str = "chat") -> str:
     sent = request.model_dump(exclude=_NOT_SENT)
+    # The completions endpoint answers the same prompt differently: its calls get keys of
+    # their own, while chat keys stay what they always were.
+    endpoint = {} if api == "chat" else {"api": api}
     return json.dumps(
-        {"model": model, **sent}, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        {"model": model, **endpoint, **sent}, sort_keys=True, separators=(",", ":"),
+        ensure_ascii=False,
     )
 
 
