@@ -26,6 +26,7 @@ class PageMeta(Record):
     revid: int
     timestamp: str
     sha256: str | None = None
+    kind: Literal["article"] | None = None  # an entity article as of the cutoff (SPEC 2.8)
 
 
 class Page(Record):

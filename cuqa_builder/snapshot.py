@@ -49,7 +49,7 @@ def write_page(directory: Path, page: Page) -> Path:
     stem = page_filename(page.meta.title)
     meta = page.meta.model_copy(update={"sha256": sha256_text(page.wikitext)})
     atomic_write_text(directory / f"{stem}.wiki", page.wikitext)
-    atomic_write_json(directory / f"{stem}.json", meta.model_dump())
+    atomic_write_json(directory / f"{stem}.json", meta.model_dump(exclude_none=True))
     return directory / f"{stem}.wiki"
 
 

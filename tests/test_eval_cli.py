@@ -430,3 +430,28 @@ def test_the_judge_reads_the_whole_output_as_iter_retgen_does(
     [p] = read_lines(workspace / prompt / "predictions.jsonl")
     assert (p["prediction"], p["output"], p["acc"]) == ("the UK", reasoning, True)
     assert json.loads((workspace / prompt / "eval.json").read_text())["judge_prompt"] == prompt
+
+
+def test_a_negative_limit_is_a_usage_error(workspace: Path, capsys) -> None:
+    """Issue 15.6: `--limit -1` once evaluated all items but the last, silently."""
+    with ScriptedLLM(scripted_model(set())) as llm:
+        with pytest.raises(SystemExit) as stopped:
+            cli(llm, workspace, "neg", "--data", str(workspace / "cuqa.jsonl"),
+                "--method", "direct", "--limit", "-1")
+        assert llm.calls == 0
+    assert stopped.value.code == 2
+    assert "--limit: must be 1 or more, not -1" in capsys.readouterr().err
+    assert not (workspace / "neg" / "predictions.jsonl").exists()
+
+
+@pytest.mark.parametrize("content", ["", "\n\n"])
+def test_an_empty_dataset_is_an_error_not_a_score(workspace: Path, capsys, content: str) -> None:
+    """Issue 15.10: an empty dataset once reported EM 0.000 and complete: true."""
+    (workspace / "empty.jsonl").write_text(content)
+    with ScriptedLLM(scripted_model(set())) as llm:
+        assert cli(llm, workspace, "empty", "--data", str(workspace / "empty.jsonl"),
+                   "--method", "direct") == 1
+        assert llm.calls == 0
+    err = capsys.readouterr().err
+    assert err.startswith(f"cuqa-eval: error: {workspace / 'empty.jsonl'}: no questions in the")
+    assert not (workspace / "empty" / "metrics.json").exists()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cuqa_builder.evaluation.datasets import EvalInputError, load_items
+from cuqa_builder.evaluation.datasets import EvalInputError, load_items, source_event_ids
 from cuqa_builder.records import CuqaItem, EventRef, GeneratorInfo, SubQuestion
 
 FRESHQA_HEADER = [
@@ -176,15 +176,19 @@ def test_cuqa_jsonl_merges_answer_and_aliases(tmp_path: Path) -> None:
     # A candidate line carries intermediates and validation: the loader keeps what it needs.
     candidate = cuqa_item("c2", "Lionel Messi", [], type="AAB", difficulty="hard").model_dump(
         mode="json") | {"seed": 3, "validation": {"passed": True}, "intermediates": None}
+    # A hard candidate merges two easy items, each made from its own event.
+    candidate["sub_items"] = [{"event": {"id": "ev-a"}}, {"event": {"id": "ev-c2"}}]
     path.write_text(released.model_dump_json() + "\n" + json.dumps(candidate) + "\n",
                     encoding="utf-8")
     first, second = load_items(path)
     assert first.answers == ["United Kingdom", "UK", "Britain"]
     assert (first.type, first.difficulty) == ("ABC", "easy")
     assert [s.kind for s in first.sub_questions] == ["unknown", "known"]
-    assert first.meta == {"cutoff": "2023-04", "event_id": "ev-c1"}
+    assert first.meta == {"cutoff": "2023-04", "event_id": "ev-c1", "event_ids": ["ev-c1"]}
     assert (second.id, second.answers, second.type, second.difficulty) == (
         "c2", ["Lionel Messi"], "AAB", "hard")
+    assert second.meta["event_ids"] == ["ev-c2", "ev-a"]
+    assert source_event_ids(second) == {"ev-c2", "ev-a"}
 
 
 def test_missing_file(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cuqa_builder import __version__
+from cuqa_builder.errors import UsageError
 from cuqa_builder.evaluation.datasets import EvalInputError, EvalItem, load_items
 from cuqa_builder.evaluation.gap import evaluate_gap
 from cuqa_builder.evaluation.harness import EvalError, Evaluation, evaluate
@@ -25,7 +26,8 @@ from cuqa_builder.evaluation.sweep import parse_values, sweep
 from cuqa_builder.judge import DEFAULT_JUDGE_PROMPT, JUDGE_PROMPTS
 from cuqa_builder.llm.settings import LLMSettings, add_llm_arguments, settings_from_args
 from cuqa_builder.llm.types import GatewayStats, LLMError
-from cuqa_builder.retrieval.bm25 import BM25Retriever, CorpusError, open_corpus
+from cuqa_builder.retrieval.bm25 import BM25Retriever, CorpusError, event_passages, open_corpus
+from cuqa_builder.retrieval.pages import PASSAGE_WORDS, read_page_corpus
 from cuqa_builder.retrieval.types import Retriever
 from cuqa_builder.retrieval.wiki_search import WikiSearchRetriever
 from cuqa_builder.run import LLM_CACHE
@@ -54,6 +56,17 @@ USER_ERRORS = (EvalInputError, CorpusError, EvalError, LLMError, UnknownMethodEr
 # --- arguments ---------------------------------------------------------------------------
 
 
+def _positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (`--limit -1` once dropped the last item)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
+    return value
+
+
 def _evaluation_arguments(method_default: str | None) -> argparse.ArgumentParser:
     """Flags shared by run, gap and sweep."""
     parent = argparse.ArgumentParser(add_help=False)
@@ -61,7 +74,7 @@ def _evaluation_arguments(method_default: str | None) -> argparse.ArgumentParser
     data.add_argument("--data", type=Path, required=True,
                       help="CuQA JSONL, FreshQA CSV, or JSONL with question + answers")
     data.add_argument("--split", choices=("test", "dev"), help="FreshQA split (default: both)")
-    data.add_argument("--limit", type=int, help="only the first N items")
+    data.add_argument("--limit", type=_positive_int, help="only the first N items (N >= 1)")
     data.add_argument("--out", type=Path, required=True, help="output directory")
 
     method = parent.add_argument_group("method")
@@ -79,6 +92,9 @@ def _evaluation_arguments(method_default: str | None) -> argparse.ArgumentParser
                            help="BM25 over --corpus, or live Wikipedia search (default: bm25)")
     retrieval.add_argument("--corpus", type=Path,
                            help="BM25 index directory, or an events.jsonl (indexed into OUT/index)")
+    retrieval.add_argument("--exclude-source-event", action="store_true",
+                           help="never retrieve a question's own source event from --corpus "
+                           "(measures how much finding it helps; CuQA items name their event)")
     retrieval.add_argument("--wiki-api", default="https://en.wikipedia.org/w/api.php",
                            help="MediaWiki api.php for --retriever wiki")
     retrieval.add_argument("--contact", help="contact put in the User-Agent for --retriever wiki")
@@ -131,8 +147,15 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--values", nargs="+", metavar="V",
                        help="values (default: the paper's grid for the parameter)")
 
-    index = commands.add_parser("index", help="build a BM25 index from events.jsonl")
-    index.add_argument("--events", type=Path, required=True, help="a run's events.jsonl")
+    index = commands.add_parser(
+        "index", help="build a BM25 index from events.jsonl and/or folders of pages")
+    index.add_argument("--events", type=Path, help="a run's events.jsonl (one passage per event)")
+    index.add_argument("--pages", type=Path, action="append", default=[], metavar="DIR",
+                       help="a folder of pages in the snapshot format (NAME.wiki + NAME.json), "
+                       "e.g. the entity articles as of the cutoff, split into passages: the "
+                       "known hop's documents (repeatable)")
+    index.add_argument("--passage-words", type=_positive_int, default=PASSAGE_WORDS,
+                       help=f"words per page passage (default: {PASSAGE_WORDS})")
     index.add_argument("--out", type=Path, required=True, help="index directory")
 
     report = commands.add_parser("report", help="Markdown report with tables and plots")
@@ -164,6 +187,9 @@ def open_retriever(
     recorded in the run settings; what it holds open is closed with `stack`."""
     if args.method in NO_RETRIEVAL:
         return None, None
+    if args.exclude_source_event and args.retriever != "bm25":
+        raise UsageError("--exclude-source-event needs a --corpus (BM25) retriever: search "
+                         "results of a live service are not the dataset's events")
     if args.retriever == "wiki":
         client = MediaWikiClient(args.wiki_api, contact=args.contact)
         stack.callback(client.close)
@@ -172,7 +198,8 @@ def open_retriever(
         raise CorpusError(f"--method {args.method} retrieves: give --corpus (an index "
                           "directory or events.jsonl) or --retriever wiki")
     retriever = open_corpus(args.corpus, cache_dir=args.out / INDEX_CACHE)
-    return retriever, RetrieverInfo(name="bm25", corpus_sha256=retriever.corpus_sha256)
+    return retriever, RetrieverInfo(name="bm25", corpus_sha256=retriever.corpus_sha256,
+                                    exclude_source_event=args.exclude_source_event)
 
 
 def judge_settings(settings: LLMSettings, judge_model: str, api: str) -> LLMSettings:
@@ -260,11 +287,22 @@ async def command_sweep(args: argparse.Namespace) -> str:
 
 
 async def command_index(args: argparse.Namespace) -> str:
+    if args.events is None and not args.pages:
+        raise UsageError("index needs --events FILE, --pages DIR, or both")
     started = time.perf_counter()
-    retriever = BM25Retriever.from_events(args.events)
+    events = event_passages(args.events) if args.events is not None else []
+    pages = read_page_corpus(args.pages, args.passage_words)
+    retriever = BM25Retriever.build([*events, *pages.passages])
     retriever.save(args.out)
-    return (f"indexed {len(retriever.passages)} events in {time.perf_counter() - started:.1f} s "
-            f"-> {args.out}")
+    what = f"{len(events)} events" if args.events is not None else ""
+    if args.pages:
+        what += (" and " if what else "") + (
+            f"{len(pages.passages)} passages of {pages.pages} pages")
+    notes = [f"{pages.event_pages} year/Current events pages skipped (index their events "
+             "with --events)"] if pages.event_pages else []
+    notes += [f"unreadable: {why}" for why in pages.unreadable]
+    summary = f"indexed {what} in {time.perf_counter() - started:.1f} s -> {args.out}"
+    return "\n".join([summary, *(f"  {note}" for note in notes)])
 
 
 async def command_report(args: argparse.Namespace) -> str:
@@ -304,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "verbose", False):
             raise
         print(f"cuqa-eval: error: {exc}", file=sys.stderr)
-        return 1
+        return getattr(exc, "exit_code", 1)
     return 0
 
 

@@ -61,6 +61,10 @@ def load_items(
         raise EvalInputError(f"--split applies to FreshQA CSV files, not to {path.name}")
     else:
         items = list(read_jsonl_items(path, aliases))
+    if not items:
+        which = f" of split {split!r}" if split is not None else ""
+        raise EvalInputError(f"{path}: no questions{which} in the file: nothing to evaluate "
+                             "(a score over no items would read as a result)")
     _check_unique_ids(path, items)
     return items[:limit] if limit is not None else items
 
@@ -108,8 +112,28 @@ def _cuqa_item(record: dict[str, Any], aliases: bool) -> EvalItem:
         type=item.type,
         difficulty=item.difficulty,
         sub_questions=item.sub_questions,
-        meta={"cutoff": item.cutoff, "event_id": item.event.id},
+        meta={"cutoff": item.cutoff, "event_id": item.event.id,
+              "event_ids": _event_ids(record)},
     )
+
+
+def _event_ids(record: dict[str, Any]) -> list[str]:
+    """The item's event and, for a hard candidate, the events of the items it merges."""
+    found = [str(record["event"]["id"])] if isinstance(record.get("event"), dict) else []
+    for sub in record.get("sub_items") or []:
+        if isinstance(sub, dict):
+            found += _event_ids(sub)
+    return list(dict.fromkeys(found))
+
+
+def source_event_ids(item: EvalItem) -> frozenset[str]:
+    """The events a question was made from (CuQA `event.id`; a generic item's `event_id` or
+    `event_ids`), whose passages `--exclude-source-event` keeps from the retriever."""
+    ids = item.meta.get("event_ids") or []
+    if isinstance(ids, str):
+        ids = [ids]
+    single = item.meta.get("event_id")
+    return frozenset(str(i) for i in [*ids, *([single] if single else [])])
 
 
 def _generic_item(record: dict[str, Any], number: int) -> EvalItem:

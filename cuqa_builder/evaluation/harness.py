@@ -18,7 +18,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from cuqa_builder.errors import CuqaError
-from cuqa_builder.evaluation.datasets import EvalItem
+from cuqa_builder.evaluation.datasets import EvalItem, source_event_ids
 from cuqa_builder.evaluation.metrics import cover_match, exact_match, f1_score, metrics
 from cuqa_builder.evaluation.outputs import (
     METRICS,
@@ -34,7 +34,7 @@ from cuqa_builder.jsonio import JsonlAppender, iter_jsonl
 from cuqa_builder.judge import judge, judge_prompt
 from cuqa_builder.llm.client import LLMClient
 from cuqa_builder.llm.types import LLMError
-from cuqa_builder.retrieval.types import RetrievalError, Retriever
+from cuqa_builder.retrieval.types import RetrievalError, Retriever, WithoutPassages
 from cuqa_builder.solvers.base import Solver, SolverOptions, SolverRun
 
 log = logging.getLogger(__name__)
@@ -112,7 +112,7 @@ async def evaluate(evaluation: Evaluation, items: Sequence[EvalItem], out: Path)
 
 
 async def predict(evaluation: Evaluation, item: EvalItem) -> Prediction:
-    run = SolverRun(evaluation.gateway, evaluation.retriever, evaluation.options)
+    run = SolverRun(evaluation.gateway, _retriever_for(evaluation, item), evaluation.options)
     answer = (await evaluation.solver(item.question, run)).strip()
     output = answer if run.output is None else run.output.strip()
     yes_no = evaluation.settings.scoring.yes_no_first_word
@@ -132,6 +132,13 @@ async def predict(evaluation: Evaluation, item: EvalItem) -> Prediction:
         prompt_tokens=run.prompt_tokens, completion_tokens=run.completion_tokens,
         cost=run.cost, trace=run.trace,
     )
+
+
+def _retriever_for(evaluation: Evaluation, item: EvalItem) -> Retriever | None:
+    info = evaluation.settings.retriever
+    if evaluation.retriever is None or info is None or not info.exclude_source_event:
+        return evaluation.retriever
+    return WithoutPassages(evaluation.retriever, source_event_ids(item))
 
 
 def _claim_directory(out: Path, settings: EvalSettings) -> None:

@@ -36,6 +36,7 @@ class RetrieverInfo(BaseModel):
     name: str
     corpus_sha256: str | None = None  # bm25
     api: str | None = None  # a search service's URL
+    exclude_source_event: bool = False  # each question's own event kept from its searches
 
 
 class Scoring(BaseModel):

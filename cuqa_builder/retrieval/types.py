@@ -25,3 +25,17 @@ class Retriever(Protocol):
     name: str
 
     def search(self, query: str, k: int) -> list[Passage]: ...
+
+
+class WithoutPassages:
+    """A retriever that never returns the passages of `excluded` (a question's own source
+    event, to measure how much finding it helps); the top k of the rest."""
+
+    def __init__(self, retriever: Retriever, excluded: frozenset[str]) -> None:
+        self.retriever = retriever
+        self.excluded = excluded
+        self.name = retriever.name
+
+    def search(self, query: str, k: int) -> list[Passage]:
+        hits = self.retriever.search(query, k + len(self.excluded))
+        return [hit for hit in hits if hit.id not in self.excluded][:k]
