@@ -455,3 +455,41 @@ def test_an_empty_dataset_is_an_error_not_a_score(workspace: Path, capsys, conte
     err = capsys.readouterr().err
     assert err.startswith(f"cuqa-eval: error: {workspace / 'empty.jsonl'}: no questions in the")
     assert not (workspace / "empty" / "metrics.json").exists()
+
+
+def test_a_corrupt_call_cache_is_one_line_naming_it(workspace: Path, capsys) -> None:
+    """Issue 15.9: random bytes in llm-cache.sqlite once gave a sqlite3 traceback."""
+    cache = workspace / "run" / "llm-cache.sqlite"
+    cache.parent.mkdir()
+    cache.write_bytes(bytes(range(256)) * 64)
+    with ScriptedLLM(scripted_model(set())) as llm:
+        assert cli(llm, workspace, "run", "--data", str(workspace / "cuqa.jsonl"),
+                   "--method", "direct") == 1
+        assert llm.calls == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"cuqa-eval: error: {cache} is not a usable cache database")
+    assert "--no-cache" in err and "move it aside" in err
+
+
+def test_a_key_echoed_in_an_answer_is_scrubbed_like_the_cache(workspace: Path) -> None:
+    """Issue 15.12: the key once reached predictions.jsonl while the cache kept it scrubbed,
+    so a replay from the cache scored differently."""
+    key = "sk-test-eval-000000"  # the workspace's OPENAI_API_KEY
+
+    def echo(body: dict[str, Any]) -> Reply:
+        return Reply(f"United Kingdom (debug: {key})")
+
+    cache = workspace / "shared-cache.sqlite"
+    runs = []
+    with ScriptedLLM(echo) as llm:
+        for out in ("live", "replay"):
+            assert cli(llm, workspace, out, "--data", str(workspace / "cuqa.jsonl"), "--method",
+                       "direct", "--cache", str(cache)) == 0
+            runs.append((workspace / out / "predictions.jsonl").read_text())
+        assert llm.calls == 3  # the replay is served from the cache
+    for text in runs:
+        assert key not in text and "debug: ***" in text
+    live, replay = ({p["id"]: (p["prediction"], p["cover_em"], p["f1"]) for p in
+                     map(json.loads, text.splitlines())} for text in runs)
+    assert live == replay

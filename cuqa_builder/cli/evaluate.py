@@ -17,21 +17,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cuqa_builder import __version__
-from cuqa_builder.errors import UsageError
-from cuqa_builder.evaluation.datasets import EvalInputError, EvalItem, load_items
+from cuqa_builder.errors import CuqaError, UsageError
+from cuqa_builder.evaluation.datasets import EvalItem, load_items
 from cuqa_builder.evaluation.gap import evaluate_gap
-from cuqa_builder.evaluation.harness import EvalError, Evaluation, evaluate
+from cuqa_builder.evaluation.harness import Evaluation, evaluate
 from cuqa_builder.evaluation.outputs import GAP, SWEEP, EvalSettings, RetrieverInfo, Scoring
 from cuqa_builder.evaluation.sweep import parse_values, sweep
 from cuqa_builder.judge import DEFAULT_JUDGE_PROMPT, JUDGE_PROMPTS
 from cuqa_builder.llm.settings import LLMSettings, add_llm_arguments, settings_from_args
-from cuqa_builder.llm.types import GatewayStats, LLMError
+from cuqa_builder.llm.types import GatewayStats
 from cuqa_builder.retrieval.bm25 import BM25Retriever, CorpusError, event_passages, open_corpus
 from cuqa_builder.retrieval.pages import PASSAGE_WORDS, read_page_corpus
 from cuqa_builder.retrieval.types import Retriever
 from cuqa_builder.retrieval.wiki_search import WikiSearchRetriever
 from cuqa_builder.run import LLM_CACHE
-from cuqa_builder.solvers import METHODS, NO_RETRIEVAL, UnknownMethodError, get_solver
+from cuqa_builder.solvers import METHODS, NO_RETRIEVAL, get_solver
 from cuqa_builder.solvers.base import SolverOptions, UnsupportedEndpoint
 from cuqa_builder.wiki.client import MediaWikiClient
 
@@ -49,8 +49,7 @@ A killed run resumes: run the same command again. `cuqa-eval SUBCOMMAND -h` for 
 """
 # The errors a user can fix (bad input, report included, are ValueErrors); anything else is a
 # bug and keeps its traceback.
-USER_ERRORS = (EvalInputError, CorpusError, EvalError, LLMError, UnknownMethodError, ValueError,
-               OSError, UnsupportedEndpoint)
+USER_ERRORS = (CuqaError, ValueError, OSError, UnsupportedEndpoint)
 
 
 # --- arguments ---------------------------------------------------------------------------

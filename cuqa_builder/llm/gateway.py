@@ -126,6 +126,11 @@ class Gateway:
         self, key: str, canonical: str, request: ChatRequest
     ) -> ChatResult:
         body, raw, latency = await self._call_with_retries(request)
+        stored = self._without_key(raw)
+        if stored != raw:
+            # An endpoint echoed our key in its answer: the caller gets what the cache keeps,
+            # so the key reaches no output file and a replay reads the very same answer.
+            body = json.loads(stored)
         result = _result(body, self.model, latency_s=latency, cached=False)
         result.cost = self._prices.cost(self.model, result.prompt_tokens, result.completion_tokens)
         self._count(result)
@@ -134,7 +139,7 @@ class Gateway:
                 key,
                 model=self.model,
                 canonical_request=canonical,
-                response_json=self._without_key(raw),
+                response_json=stored,
                 prompt_tokens=result.prompt_tokens,
                 completion_tokens=result.completion_tokens,
                 latency_s=latency,
