@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -28,7 +29,17 @@ from cuqa_builder.llm.settings import LLMSettings, add_llm_arguments, settings_f
 from cuqa_builder.llm.types import GatewayStats
 from cuqa_builder.retrieval.bm25 import BM25Retriever, CorpusError, event_passages, open_corpus
 from cuqa_builder.retrieval.pages import PASSAGE_WORDS, read_page_corpus
+from cuqa_builder.retrieval.search_cache import SearchCache
 from cuqa_builder.retrieval.types import Retriever
+from cuqa_builder.retrieval.web import (
+    SERPER_COST,
+    SERPER_KEY_ENV,
+    SERPER_URL,
+    SearchService,
+    SearxNG,
+    Serper,
+    WebSearchRetriever,
+)
 from cuqa_builder.retrieval.wiki_search import WikiSearchRetriever
 from cuqa_builder.run import LLM_CACHE
 from cuqa_builder.solvers import METHODS, NO_RETRIEVAL, get_solver
@@ -87,8 +98,9 @@ def _evaluation_arguments(method_default: str | None) -> argparse.ArgumentParser
     method.add_argument("--top-k", type=int, help="passages per retrieval (default: 3)")
 
     retrieval = parent.add_argument_group("retrieval")
-    retrieval.add_argument("--retriever", choices=("bm25", "wiki"), default="bm25",
-                           help="BM25 over --corpus, or live Wikipedia search (default: bm25)")
+    retrieval.add_argument("--retriever", choices=("bm25", "wiki", "web"), default="bm25",
+                           help="BM25 over --corpus, live Wikipedia search, or web search "
+                           "results like the paper's Google retriever (default: bm25)")
     retrieval.add_argument("--corpus", type=Path,
                            help="BM25 index directory, or an events.jsonl (indexed into OUT/index)")
     retrieval.add_argument("--exclude-source-event", action="store_true",
@@ -97,6 +109,16 @@ def _evaluation_arguments(method_default: str | None) -> argparse.ArgumentParser
     retrieval.add_argument("--wiki-api", default="https://en.wikipedia.org/w/api.php",
                            help="MediaWiki api.php for --retriever wiki")
     retrieval.add_argument("--contact", help="contact put in the User-Agent for --retriever wiki")
+    retrieval.add_argument("--web-service", choices=("serper", "searxng"), default="serper",
+                           help="--retriever web: Google results through Serper (key in "
+                           f"${SERPER_KEY_ENV}), or a SearXNG instance's JSON API "
+                           "(default: serper)")
+    retrieval.add_argument("--web-api", metavar="URL",
+                           help=f"the search API's base URL (default for serper: {SERPER_URL}; "
+                           "required for searxng, e.g. http://127.0.0.1:8888)")
+    retrieval.add_argument("--search-cost", type=float, metavar="USD",
+                           help=f"price of one search (default: {SERPER_COST:g} for serper, "
+                           "0 for searxng); searches are cached with the LLM calls")
 
     scoring = parent.add_argument_group("scoring (cover-em, em, f1; see the README)")
     scoring.add_argument("--no-aliases", dest="aliases", action="store_false",
@@ -180,7 +202,7 @@ def solver_options(args: argparse.Namespace) -> SolverOptions:
 
 
 def open_retriever(
-    args: argparse.Namespace, stack: AsyncExitStack
+    args: argparse.Namespace, stack: AsyncExitStack, settings: LLMSettings
 ) -> tuple[Retriever | None, RetrieverInfo | None]:
     """The retriever the method needs (None for methods that never retrieve) and how it is
     recorded in the run settings; what it holds open is closed with `stack`."""
@@ -193,12 +215,40 @@ def open_retriever(
         client = MediaWikiClient(args.wiki_api, contact=args.contact)
         stack.callback(client.close)
         return WikiSearchRetriever(client), RetrieverInfo(name="wiki", api=args.wiki_api)
+    if args.retriever == "web":
+        web = web_retriever(args, settings, stack)
+        return web, RetrieverInfo(name="web", service=web.service.name, api=web.service.endpoint)
     if args.corpus is None:
         raise CorpusError(f"--method {args.method} retrieves: give --corpus (an index "
-                          "directory or events.jsonl) or --retriever wiki")
+                          "directory or events.jsonl), or --retriever wiki or web")
     retriever = open_corpus(args.corpus, cache_dir=args.out / INDEX_CACHE)
     return retriever, RetrieverInfo(name="bm25", corpus_sha256=retriever.corpus_sha256,
                                     exclude_source_event=args.exclude_source_event)
+
+
+def search_service(args: argparse.Namespace) -> SearchService:
+    if args.web_service == "searxng":
+        if not args.web_api:
+            raise UsageError("--web-service searxng needs --web-api URL (the instance)")
+        return SearxNG(args.web_api, cost_per_search=args.search_cost or 0.0)
+    key = os.environ.get(SERPER_KEY_ENV)
+    if not key:
+        raise UsageError(f"--retriever web with serper needs ${SERPER_KEY_ENV} in the "
+                         "environment (or use --web-service searxng)")
+    cost = SERPER_COST if args.search_cost is None else args.search_cost
+    return Serper(args.web_api or SERPER_URL, key, cost_per_search=cost)
+
+
+def web_retriever(
+    args: argparse.Namespace, settings: LLMSettings, stack: AsyncExitStack
+) -> WebSearchRetriever:
+    """Searches are paid: they share the LLM calls' cache file (and --no-cache, --refresh)."""
+    service = search_service(args)
+    cache = None if settings.cache_path is None else SearchCache(settings.cache_path)
+    if cache is not None:
+        stack.callback(cache.close)
+    return WebSearchRetriever(service, cache, refresh=settings.refresh,
+                              max_retries=settings.max_retries)
 
 
 def judge_settings(settings: LLMSettings, judge_model: str, api: str) -> LLMSettings:
@@ -225,7 +275,7 @@ async def open_session(args: argparse.Namespace) -> AsyncIterator[Session]:
     settings = settings_from_args(args, default_cache=args.out / LLM_CACHE).model_copy(
         update={"api": args.api})
     async with AsyncExitStack() as stack:
-        retriever, retriever_info = open_retriever(args, stack)
+        retriever, retriever_info = open_retriever(args, stack, settings)
         gateway = await stack.enter_async_context(open_gateway(settings))
         judge_gateway = None
         if args.judge_model:
@@ -248,12 +298,20 @@ async def open_session(args: argparse.Namespace) -> AsyncIterator[Session]:
         )
         yield Session(evaluation, items)
         print(_usage_line(gateway.stats), file=sys.stderr)
+        if isinstance(retriever, WebSearchRetriever):
+            print(_search_line(retriever), file=sys.stderr)
 
 
 def _usage_line(stats: GatewayStats) -> str:
     return (f"LLM: {stats.calls} calls, {stats.cache_hits} cache hits, {stats.failures} "
             f"failures, {stats.prompt_tokens + stats.completion_tokens} tokens, "
             f"${stats.cost:.4f}, {stats.wall_s:.1f} s")
+
+
+def _search_line(web: WebSearchRetriever) -> str:
+    stats = web.stats
+    return (f"search ({web.service.name}): {stats.searches} searches, {stats.cache_hits} cache "
+            f"hits, {stats.failures} failures, ${stats.cost:.4f}")
 
 
 # --- commands ----------------------------------------------------------------------------

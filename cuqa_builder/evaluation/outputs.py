@@ -34,6 +34,7 @@ class RetrieverInfo(BaseModel):
     """Which retriever a run used: enough to tell two corpora or services apart."""
 
     name: str
+    service: str | None = None  # web: serper or searxng
     corpus_sha256: str | None = None  # bm25
     api: str | None = None  # a search service's URL
     exclude_source_event: bool = False  # each question's own event kept from its searches
