@@ -323,7 +323,8 @@ def test_sweep_reuses_shared_calls_and_report(workspace: Path) -> None:
         for p in read_lines(run / "predictions.jsonl"):
             routes = [s for s in p["trace"] if s["kind"] == "route"]
             assert [r["data"]["branch"] for r in routes] == ["generate"]
-            assert p["routes"] == {"self-dc": 1}
+            assert p["routes"] == {"self-dc:generate": 1}
+            assert (p["route"], p["confidence"]) == ("self-dc:generate", 0.9)
             assert p["llm_calls"] == 3
 
     report = workspace / "report.md"

@@ -117,6 +117,14 @@ def _cuqa_item(record: dict[str, Any], aliases: bool) -> EvalItem:
     )
 
 
+def freshqa_groups(item: EvalItem) -> tuple[str | None, str | None]:
+    """A FreshQA item's effective year ("before 2022" read as "before-2022", as Table 11 names
+    it) and its hops ("one-hop", "multi-hop"); None for other items."""
+    year = str(item.meta.get("effective_year") or "").strip().lower()
+    hops = str(item.meta.get("num_hops") or "").strip().lower()
+    return ("-".join(year.split()) or None), (hops or None)
+
+
 def _event_ids(record: dict[str, Any]) -> list[str]:
     """The item's event and, for a hard candidate, the events of the items it merges."""
     found = [str(record["event"]["id"])] if isinstance(record.get("event"), dict) else []

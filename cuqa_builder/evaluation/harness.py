@@ -18,7 +18,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from cuqa_builder.errors import CuqaError
-from cuqa_builder.evaluation.datasets import EvalItem, source_event_ids
+from cuqa_builder.evaluation.datasets import EvalItem, freshqa_groups, source_event_ids
 from cuqa_builder.evaluation.metrics import cover_match, exact_match, f1_score, metrics
 from cuqa_builder.evaluation.outputs import (
     METRICS,
@@ -121,13 +121,18 @@ async def predict(evaluation: Evaluation, item: EvalItem) -> Prediction:
         name = evaluation.settings.judge_prompt or "iter-retgen"
         judged = output if judge_prompt(name).full_output else answer
         acc = await judge(evaluation.judge_gateway, item.question, judged, item.answers, name)
+    decisions = [step for step in run.trace if step.kind == "route"]
+    effective_year, hops = freshqa_groups(item)
     return Prediction(
         id=item.id, question=item.question, answers=item.answers, type=item.type,
         difficulty=item.difficulty, prediction=answer, output=output,
         cover_em=cover_match(answer, item.answers),
         em=exact_match(answer, item.answers, yes_no_first_word=yes_no),
         f1=f1_score(answer, item.answers, yes_no_first_word=yes_no), acc=acc,
-        routes=dict(Counter(step.name for step in run.trace if step.kind == "route")),
+        routes=dict(Counter(step.decision for step in decisions)),
+        route=decisions[0].decision if decisions else None,
+        confidence=decisions[0].data.get("confidence") if decisions else None,
+        effective_year=effective_year, hops=hops,
         retrieval_calls=run.retrieval_calls, llm_calls=run.llm_calls,
         prompt_tokens=run.prompt_tokens, completion_tokens=run.completion_tokens,
         cost=run.cost, trace=run.trace,

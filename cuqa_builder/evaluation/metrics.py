@@ -115,6 +115,8 @@ def metrics(
         complete=complete,
         by_type=_grouped(predictions, lambda p: p.type),
         by_difficulty=_grouped(predictions, lambda p: p.difficulty),
+        by_effective_year=_grouped(predictions, lambda p: p.effective_year),
+        by_hops=_grouped(predictions, lambda p: p.hops),
     )
 
 

@@ -73,7 +73,14 @@ class Prediction(GoldQuestion):
     em: float  # SQuAD's
     f1: float
     acc: bool | None = None  # None: no judge was set
+    # Every decision of the method ("self-dc:decompose": 1, "self-dc:retrieve": 2), and the
+    # first one with its confidence: Self-DC's route for the question itself (section 6.4).
     routes: dict[str, int] = Field(default_factory=dict)
+    route: str | None = None
+    confidence: float | None = None
+    # FreshQA's groups (Table 11, Figure 7): "before-2022" ... "2024"; "one-hop", "multi-hop".
+    effective_year: str | None = None
+    hops: str | None = None
     retrieval_calls: int = 0
     llm_calls: int = 0
     prompt_tokens: int = 0
@@ -122,11 +129,14 @@ class MetricsFile(Scores):
     complete: bool
     by_type: dict[str, Scores] = Field(default_factory=dict)
     by_difficulty: dict[str, Scores] = Field(default_factory=dict)
+    by_effective_year: dict[str, Scores] = Field(default_factory=dict)
+    by_hops: dict[str, Scores] = Field(default_factory=dict)
 
 
 class SweepRow(Scores):
     value: float
     complete: bool
+    by_effective_year: dict[str, Scores] = Field(default_factory=dict)  # Figure 7
 
 
 class SweepFile(BaseModel):

@@ -1,6 +1,8 @@
 """A Markdown report over run directories: a table shaped like the Self-DC paper's Table 1
-(methods x EM/F1/Acc, with retrieval calls), the per-type/difficulty breakdown (Table 4), the
-sweeps (Table 3 and PNG plots shaped like Figures 4-6) and compositionality gaps.
+(methods x Cover-EM/EM/F1/Acc, with retrieval calls), the per-type/difficulty breakdown
+(Table 4), Self-DC's routes and confidences (section 6.4), FreshQA's statistics and accuracy by
+effective year and hops (Table 11, Figure 7), the sweeps (Table 3 and PNG plots shaped like
+Figures 4-6) and compositionality gaps.
 
 A directory is recognised by what it holds: `metrics.json` (a run), `sweep.json` (a sweep),
 `gap.json` (a gap run).
@@ -12,10 +14,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# The object API renders straight to files: no pyplot, no GUI backend, no global state.
-from matplotlib.figure import Figure
-
 from cuqa_builder.errors import CuqaError
+from cuqa_builder.evaluation.analyses import (
+    CONFIDENCE_BINS,
+    FRESHQA_HOPS,
+    FRESHQA_YEARS,
+    SELF_DC_BRANCHES,
+    confidence_histogram,
+    headline,
+    ordered_groups,
+    route_shares,
+)
+from cuqa_builder.evaluation.harness import load_predictions
 from cuqa_builder.evaluation.outputs import (
     GAP,
     METRICS,
@@ -27,6 +37,7 @@ from cuqa_builder.evaluation.outputs import (
     SweepFile,
     read_output,
 )
+from cuqa_builder.evaluation.plots import Line, Panel, bar_panels, line_panels
 from cuqa_builder.evaluation.sweep import option_field
 from cuqa_builder.jsonio import atomic_write_text
 from cuqa_builder.solvers import METHODS, NO_RETRIEVAL
@@ -177,30 +188,121 @@ def sweep_sections(sweeps: list[tuple[Path, SweepFile]], report: Path) -> list[s
             lines += [*_table(header, rows), ""]
         image = plot_sweep(param, members, report.with_name(f"{report.stem}-{param}.png"))
         lines += [f"![{param} sweep]({image.name})", ""]
+        by_year = [(p, s) for p, s in members if any(r.by_effective_year for r in s.settings)]
+        if by_year:
+            image = plot_sweep_by_year(param, by_year,
+                                       report.with_name(f"{report.stem}-{param}-years.png"))
+            lines += [f"![{param} sweep by effective year]({image.name})", ""]
     return lines
 
 
 def plot_sweep(param: str, members: list[tuple[Path, SweepFile]], path: Path) -> Path:
-    """One panel per metric, one line per sweep (model and confidence type), as Figures 4-6."""
-    metrics = [(k, name) for k, name in METRIC_NAMES
-               if any(getattr(r, k) is not None for _, s in members for r in s.settings)]
-    fig = Figure(figsize=(4.2 * len(metrics), 3.4))
-    axes = fig.subplots(1, len(metrics), squeeze=False)
-    for axis, (key, name) in zip(axes[0], metrics, strict=True):
-        for _, s in members:
-            points = [(r.value, 100 * getattr(r, key)) for r in s.settings
-                      if getattr(r, key) is not None]
-            if points:
-                xs, ys = zip(*sorted(points), strict=True)
-                axis.plot(xs, ys, marker="o", label=method_label(s.run, True))
-        axis.set_xlabel(param)
-        axis.set_ylabel(name)
-        axis.grid(alpha=0.3)
-    axes[0][0].legend(fontsize="small")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    return path
+    return line_panels(param, sweep_panels(members), path)
+
+
+def sweep_panels(members: list[tuple[Path, SweepFile]]) -> list[Panel]:
+    """As Figures 4-6: accuracy in % (from 0) beside the retrieval calls, against the swept
+    parameter, one line per sweep (model and confidence type)."""
+    accuracy, retrieval = [], []
+    names = set()
+    for _, s in members:
+        rows = sorted(s.settings, key=lambda r: r.value)
+        label = method_label(s.run, True)
+        scores = [headline(r) for r in rows]
+        names.update(name for _, name in scores)
+        accuracy.append(Line(label, [r.value for r in rows], [100 * v for v, _ in scores]))
+        retrieval.append(Line(label, [r.value for r in rows],
+                              [r.retrieval_calls.total for r in rows]))
+    name = " / ".join(sorted(names))
+    return [Panel(f"{name} (%)", f"{name} (%)", accuracy),
+            Panel("Retrieval calls", "retrieval calls (total)", retrieval, percent=False)]
+
+
+def plot_sweep_by_year(param: str, members: list[tuple[Path, SweepFile]], path: Path) -> Path:
+    """As Figure 7: one panel per sweep (confidence type), one line per effective year."""
+    panels = []
+    for _, s in members:
+        rows = sorted(s.settings, key=lambda r: r.value)
+        years = ordered_groups({y: g for r in rows for y, g in r.by_effective_year.items()},
+                               FRESHQA_YEARS)
+        lines = []
+        for year in years:
+            points = [(r.value, 100 * headline(r.by_effective_year[year])[0]) for r in rows
+                      if year in r.by_effective_year]
+            lines.append(Line(year, [x for x, _ in points], [y for _, y in points]))
+        name = headline(rows[0])[1] if rows else "Acc"
+        panels.append(Panel(method_label(s.run, True), f"{name} (%)", lines))
+    return line_panels(param, panels, path)
+
+
+# --- section 6.4 and FreshQA -------------------------------------------------------------
+
+
+def route_sections(runs: list[tuple[Path, MetricsFile]], report: Path) -> list[str]:
+    """Self-DC's first decision per question, its accuracy, and the confidence histogram."""
+    with_model = len({m.run.model for _, m in runs}) > 1
+    route_rows, bins_rows, histograms = [], [], []
+    for path, m in runs:
+        if m.run.method != "self-dc":
+            continue
+        predictions = load_predictions(path)
+        shares = route_shares(predictions)
+        label = method_label(m.run, with_model)
+        for branch in SELF_DC_BRANCHES if shares else ():
+            share = shares[branch]
+            route_rows.append([label, branch, str(share.questions), _pct(share.share),
+                               _pct(share.cover_em), _pct(share.acc), str(share.decisions)])
+        counts = confidence_histogram(predictions)
+        total = sum(counts.values())
+        if total:
+            fractions = [counts[b] / total for b in CONFIDENCE_BINS]
+            bins_rows.append([label, str(total), *(_pct(f) for f in fractions)])
+            histograms.append((label, [100 * f for f in fractions]))
+    if not route_rows:
+        return []
+    lines = ["## Self-DC: routes and confidences (section 6.4)", "",
+             "Each question's first decision (sub-questions decide again: *decisions* counts "
+             "every decision of the branch, at any depth), and the accuracy of the questions "
+             "sent down each branch.", "",
+             *_table(["Method", "Route", "Questions", "Share", "Cover-EM", "Acc",
+                      "Decisions"], route_rows), ""]
+    if bins_rows:
+        image = bar_panels(CONFIDENCE_BINS, histograms, "questions (%)",
+                           report.with_name(f"{report.stem}-confidence.png"),
+                           title="Confidence of each question (%)")
+        lines += ["Distribution of the questions' confidences (whole percent; % of questions):",
+                  "", *_table(["Method", "n", *CONFIDENCE_BINS], bins_rows), "",
+                  f"![confidence histogram]({image.name})", ""]
+    return lines
+
+
+def freshqa_sections(runs: list[tuple[Path, MetricsFile]], report: Path) -> list[str]:
+    fresh = [(p, m) for p, m in runs if m.by_effective_year or m.by_hops]
+    if not fresh:
+        return []
+    first = fresh[0][1]
+    hops = ordered_groups(first.by_hops, FRESHQA_HOPS)
+    years = ordered_groups(first.by_effective_year, FRESHQA_YEARS)
+    stats = [*(str(first.by_hops[h].n) for h in hops),
+             *(str(first.by_effective_year[y].n) for y in years), str(first.n)]
+    lines = ["## FreshQA: statistics (Table 11) and accuracy by effective year and hops "
+             "(Figure 7)", "", *_table([*hops, *years, "total"], [stats]), ""]
+    with_model = len({m.run.model for _, m in fresh}) > 1
+    rows, bars = [], []
+    for _, m in fresh:
+        groups = [*(m.by_effective_year.get(y) for y in years), *(m.by_hops.get(h) for h in hops)]
+        values = [None if g is None else headline(g) for g in groups]
+        name = headline(m)[1]
+        rows.append([method_label(m.run, with_model), name,
+                     *(_pct(v[0]) if v else "–" for v in values)])
+        bars.append((method_label(m.run, with_model),
+                     [100 * v[0] if v else 0.0 for v in values[:len(years)]]))
+    image = bar_panels(years, bars, "accuracy (%)",
+                       report.with_name(f"{report.stem}-freshqa-years.png"),
+                       title="Accuracy by effective year (Acc, else Cover-EM)")
+    lines += [*_table(["Method", "Score", *years, *hops], rows), "",
+              f"![FreshQA accuracy by effective year]({image.name})", ""]
+    return lines
 
 
 def gap_table(gaps: list[tuple[Path, GapFile]]) -> list[str]:
@@ -218,6 +320,7 @@ def write_report(dirs: Sequence[Path], out: Path) -> list[str]:
     lines = ["# CuQA evaluation report", "", SCORES_NOTE, ""]
     if found.runs:
         lines += main_table(found.runs) + breakdown_table(found.runs)
+        lines += route_sections(found.runs, out) + freshqa_sections(found.runs, out)
     if found.sweeps:
         lines += sweep_sections(found.sweeps, out)
     if found.gaps:

@@ -70,5 +70,5 @@ async def sweep(
 
 
 def _row(value: float, metrics: MetricsFile) -> SweepRow:
-    headline = metrics.model_dump(exclude={"run", "by_type", "by_difficulty"})
+    headline = metrics.model_dump(exclude={"run", "by_type", "by_difficulty", "by_hops"})
     return SweepRow(value=value, **headline)

@@ -53,6 +53,12 @@ class SolverStep(BaseModel):
     output: str = ""
     data: dict[str, Any] = Field(default_factory=dict)
 
+    @property
+    def decision(self) -> str:
+        """A route's name with the branch or module it took ("self-dc:decompose")."""
+        taken = self.data.get("branch") or self.data.get("module")
+        return f"{self.name}:{taken}" if taken else self.name
+
 
 class SolverRun:
     """One question's run: every call goes through here so it is traced and counted."""
