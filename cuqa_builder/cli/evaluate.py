@@ -23,7 +23,9 @@ from cuqa_builder.evaluation.datasets import EvalItem, load_items
 from cuqa_builder.evaluation.gap import evaluate_gap
 from cuqa_builder.evaluation.harness import Evaluation, evaluate
 from cuqa_builder.evaluation.outputs import GAP, SWEEP, EvalSettings, RetrieverInfo, Scoring
+from cuqa_builder.evaluation.reproduce import TABLES, reproduce
 from cuqa_builder.evaluation.sweep import parse_values, sweep
+from cuqa_builder.jsonio import atomic_write_text
 from cuqa_builder.judge import DEFAULT_JUDGE_PROMPT, JUDGE_PROMPTS
 from cuqa_builder.llm.settings import LLMSettings, add_llm_arguments, settings_from_args
 from cuqa_builder.llm.types import GatewayStats
@@ -46,7 +48,7 @@ from cuqa_builder.solvers import METHODS, NO_RETRIEVAL, get_solver
 from cuqa_builder.solvers.base import SolverOptions, UnsupportedEndpoint
 from cuqa_builder.wiki.client import MediaWikiClient
 
-SUBCOMMANDS = ("run", "index", "gap", "sweep", "report")
+SUBCOMMANDS = ("run", "index", "gap", "sweep", "report", "reproduce")
 INDEX_CACHE = "index"  # OUT/index: the BM25 index built from an events.jsonl --corpus
 EPILOG = """\
 subcommands (run is the default, so `cuqa-eval --data ... --method ... --out ...` works):
@@ -55,6 +57,8 @@ subcommands (run is the default, so `cuqa-eval --data ... --method ... --out ...
   gap     compositionality gap: composed vs sub-questions -> OUT/gap.json
   sweep   alpha | beta | depth | top-k, one run per value in OUT/PARAM=VALUE/ -> OUT/sweep.json
   report  run, sweep and gap directories -> a Markdown report with tables and PNG plots
+  reproduce TABLE  a result table of the paper (table1, table2, table12, table13): every
+          method with the paper's settings, one run each in OUT/ROW/ -> OUT/TABLE.md
 
 A killed run resumes: run the same command again. `cuqa-eval SUBCOMMAND -h` for its flags.
 """
@@ -77,8 +81,10 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _evaluation_arguments(method_default: str | None) -> argparse.ArgumentParser:
-    """Flags shared by run, gap and sweep."""
+def _evaluation_arguments(
+    method_default: str | None, with_method: bool = True
+) -> argparse.ArgumentParser:
+    """Flags shared by run, gap, sweep and reproduce (which sets the methods itself)."""
     parent = argparse.ArgumentParser(add_help=False)
     data = parent.add_argument_group("data")
     data.add_argument("--data", type=Path, required=True,
@@ -87,6 +93,30 @@ def _evaluation_arguments(method_default: str | None) -> argparse.ArgumentParser
     data.add_argument("--limit", type=_positive_int, help="only the first N items (N >= 1)")
     data.add_argument("--out", type=Path, required=True, help="output directory")
 
+    if with_method:
+        _method_arguments(parent, method_default)
+    else:
+        parent.set_defaults(method=method_default, confidence=None, alpha=None, beta=None,
+                            depth=None, raisf_depth=None, top_k=None)
+
+    _retrieval_arguments(parent)
+    _scoring_and_judge_arguments(parent)
+    add_llm_arguments(parent)
+    endpoint = parent.add_argument_group("LLM API")
+    endpoint.add_argument("--api", choices=("chat", "completions"),
+                          help="the endpoint's chat API, or the legacy completions API of "
+                          "instruct models such as gpt-3.5-turbo-instruct, the paper's second "
+                          "backbone (token logprobs for --confidence prob on both; default: "
+                          "chat, or what the reproduced table used)")
+    endpoint.add_argument("--judge-api", choices=("chat", "completions"), default="chat",
+                          help="the API of --judge-model (default: chat; the paper always "
+                          "judges with gpt-3.5-turbo-1106)")
+    parent.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    parent.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    return parent
+
+
+def _method_arguments(parent: argparse.ArgumentParser, method_default: str | None) -> None:
     method = parent.add_argument_group("method")
     method.add_argument("--method", choices=list(METHODS), default=method_default,
                         required=method_default is None, help="solver")
@@ -97,10 +127,13 @@ def _evaluation_arguments(method_default: str | None) -> argparse.ArgumentParser
     method.add_argument("--raisf-depth", type=int, help="RA-ISF depth threshold (default: 3)")
     method.add_argument("--top-k", type=int, help="passages per retrieval (default: 3)")
 
+
+def _retrieval_arguments(parent: argparse.ArgumentParser) -> None:
     retrieval = parent.add_argument_group("retrieval")
     retrieval.add_argument("--retriever", choices=("bm25", "wiki", "web"), default="bm25",
                            help="BM25 over --corpus, live Wikipedia search, or web search "
-                           "results like the paper's Google retriever (default: bm25)")
+                           "results like the paper's Google retriever (default: bm25; web "
+                           "for reproduce)")
     retrieval.add_argument("--corpus", type=Path,
                            help="BM25 index directory, or an events.jsonl (indexed into OUT/index)")
     retrieval.add_argument("--exclude-source-event", action="store_true",
@@ -120,6 +153,8 @@ def _evaluation_arguments(method_default: str | None) -> argparse.ArgumentParser
                            help=f"price of one search (default: {SERPER_COST:g} for serper, "
                            "0 for searxng); searches are cached with the LLM calls")
 
+
+def _scoring_and_judge_arguments(parent: argparse.ArgumentParser) -> None:
     scoring = parent.add_argument_group("scoring (cover-em, em, f1; see the README)")
     scoring.add_argument("--no-aliases", dest="aliases", action="store_false",
                          help="score against a CuQA item's answer only, not its answer_aliases "
@@ -136,18 +171,6 @@ def _evaluation_arguments(method_default: str | None) -> argparse.ArgumentParser
                        help="iter-retgen: ITER-RETGEN's prompt word for word, judging the "
                        "model's whole final output, as the paper's Acc (default); reworded: "
                        "our wording, judging the short answer")
-    add_llm_arguments(parent)
-    endpoint = parent.add_argument_group("LLM API")
-    endpoint.add_argument("--api", choices=("chat", "completions"), default="chat",
-                          help="the endpoint's chat API, or the legacy completions API of "
-                          "instruct models such as gpt-3.5-turbo-instruct, the paper's second "
-                          "backbone (token logprobs for --confidence prob on both; default: chat)")
-    endpoint.add_argument("--judge-api", choices=("chat", "completions"), default="chat",
-                          help="the API of --judge-model (default: chat; the paper always "
-                          "judges with gpt-3.5-turbo-1106)")
-    parent.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    parent.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    return parent
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -178,6 +201,15 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--passage-words", type=_positive_int, default=PASSAGE_WORDS,
                        help=f"words per page passage (default: {PASSAGE_WORDS})")
     index.add_argument("--out", type=Path, required=True, help="index directory")
+
+    reproduce = commands.add_parser(
+        "reproduce", parents=[_evaluation_arguments("self-dc", with_method=False)],
+        help="run a result table of the paper with its settings")
+    reproduce.add_argument("table", choices=list(TABLES),
+                           help="table1/table12: gpt-3.5-turbo-1106 on CuQA/FreshQA; "
+                           "table2/table13: gpt-3.5-turbo-instruct (completions API)")
+    # The paper retrieves the top 3 Google results (section 5.2).
+    reproduce.set_defaults(retriever="web")
 
     report = commands.add_parser("report", help="Markdown report with tables and plots")
     report.add_argument("dirs", nargs="+", type=Path, metavar="RUN_DIR")
@@ -219,8 +251,10 @@ def open_retriever(
         web = web_retriever(args, settings, stack)
         return web, RetrieverInfo(name="web", service=web.service.name, api=web.service.endpoint)
     if args.corpus is None:
-        raise CorpusError(f"--method {args.method} retrieves: give --corpus (an index "
-                          "directory or events.jsonl), or --retriever wiki or web")
+        who = (f"reproduce {args.table}: its methods retrieve" if "table" in args
+               else f"--method {args.method} retrieves")
+        raise CorpusError(f"{who}: give --corpus (an index directory or events.jsonl), or "
+                          "--retriever wiki or web")
     retriever = open_corpus(args.corpus, cache_dir=args.out / INDEX_CACHE)
     return retriever, RetrieverInfo(name="bm25", corpus_sha256=retriever.corpus_sha256,
                                     exclude_source_event=args.exclude_source_event)
@@ -273,18 +307,18 @@ async def open_session(args: argparse.Namespace) -> AsyncIterator[Session]:
     options = solver_options(args)
     args.out.mkdir(parents=True, exist_ok=True)
     settings = settings_from_args(args, default_cache=args.out / LLM_CACHE).model_copy(
-        update={"api": args.api})
+        update={"api": args.api or "chat"})
     async with AsyncExitStack() as stack:
         retriever, retriever_info = open_retriever(args, stack, settings)
         gateway = await stack.enter_async_context(open_gateway(settings))
         judge_gateway = None
         if args.judge_model:
-            same = (args.judge_model, args.judge_api) == (gateway.model, args.api)
+            same = (args.judge_model, args.judge_api) == (gateway.model, settings.api)
             judge_gateway = gateway if same else await stack.enter_async_context(
                 open_gateway(judge_settings(settings, args.judge_model, args.judge_api))
             )
         run_settings = EvalSettings(
-            method=args.method, options=options, model=gateway.model, api=args.api,
+            method=args.method, options=options, model=gateway.model, api=settings.api,
             data=str(args.data.resolve()), split=args.split, retriever=retriever_info,
             judge_model=args.judge_model,
             judge_prompt=args.judge_prompt if args.judge_model else None,
@@ -362,6 +396,21 @@ async def command_index(args: argparse.Namespace) -> str:
     return "\n".join([summary, *(f"  {note}" for note in notes)])
 
 
+async def command_reproduce(args: argparse.Namespace) -> str:
+    from cuqa_builder.evaluation.report import table_report  # matplotlib: ~1 s to import
+
+    spec = TABLES[args.table]
+    args.api = args.api or spec.api
+    async with open_session(args) as session:
+        results = await reproduce(session.evaluation, session.items, args.out, spec)
+    path = args.out / f"{args.table.upper()}.md"
+    atomic_write_text(path, table_report(spec, [(row, o.metrics) for row, o in results]))
+    failed = sum(o.failed for _, o in results)
+    lines = [f"{row.label}: {o.summary(args.out / row.slug)}" for row, o in results]
+    note = [f"{failed} items failed: run the same command again to retry them"] if failed else []
+    return "\n".join([*lines, *note, f"{spec.name} -> {path}"])
+
+
 async def command_report(args: argparse.Namespace) -> str:
     from cuqa_builder.evaluation.report import write_report  # matplotlib: ~1 s to import
 
@@ -371,7 +420,7 @@ async def command_report(args: argparse.Namespace) -> str:
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], Awaitable[str]]] = {
     "run": command_run, "gap": command_gap, "sweep": command_sweep, "index": command_index,
-    "report": command_report,
+    "report": command_report, "reproduce": command_reproduce,
 }
 
 

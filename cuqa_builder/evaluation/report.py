@@ -38,6 +38,7 @@ from cuqa_builder.evaluation.outputs import (
     read_output,
 )
 from cuqa_builder.evaluation.plots import Line, Panel, bar_panels, line_panels
+from cuqa_builder.evaluation.reproduce import Row, TableSpec
 from cuqa_builder.evaluation.sweep import option_field
 from cuqa_builder.jsonio import atomic_write_text
 from cuqa_builder.solvers import METHODS, NO_RETRIEVAL
@@ -312,6 +313,40 @@ def gap_table(gaps: list[tuple[Path, GapFile]]) -> list[str]:
     header = ["Method", "Items", "Sub-questions all right", "…and composed wrong", "Gap",
               "Correct by"]
     return ["## Compositionality gap", "", *_table(header, rows), ""]
+
+
+def table_report(spec: TableSpec, results: Sequence[tuple[Row, MetricsFile]]) -> str:
+    """A reproduction laid out like the paper's table: its rows in its order and groups, our
+    Cover-EM (the paper's EM), EM, F1 and Acc, the retrieval calls, and the paper's figures."""
+    # The settings shared by every row; the retriever from a row that retrieves.
+    settings = results[-1][1].run if results else None
+    rows = []
+    for group_name, in_group in (("w/o retrieval", True), ("w/ retrieval", False)):
+        rows.append([f"*{group_name}*"] + [""] * 9)
+        for row, m in results:
+            if (row.method in NO_RETRIEVAL) != in_group:
+                continue
+            em, f1, acc = row.paper
+            rows.append([row.label, _pct(m.cover_em), _pct(m.em), _pct(m.f1), _pct(m.acc),
+                         f"{m.retrieval_calls.mean:.2f}",
+                         f"{m.n}" + ("" if m.complete else "*"), f"{em:.1f}", f"{f1:.1f}",
+                         f"{acc:.1f}"])
+    header = ["Method", "Cover-EM", "EM (SQuAD)", "F1", "Acc", "Retrieval/q", "n",
+              "Paper EM", "Paper F1", "Paper Acc"]
+    lines = [f"# {spec.name} reproduced ({spec.caption})", "", SCORES_NOTE, ""]
+    if settings is not None:
+        judge = settings.judge_model or "none (no Acc)"
+        retriever = settings.retriever.name if settings.retriever else "none"
+        lines += [f"Model `{settings.model}` ({settings.api} API), judge `{judge}`, "
+                  f"retriever `{retriever}`, top-k {settings.options.top_k}, depth t "
+                  f"{settings.options.depth}, temperature {settings.options.temperature:g}, "
+                  f"top_p {settings.options.top_p:g}; Self-DC alpha {spec.alpha_verb:g} "
+                  f"(verb) / {spec.alpha_prob:g} (prob), beta {spec.beta:g}. The paper's "
+                  "columns are its own figures (its EM is our Cover-EM).", ""]
+    lines += _table(header, rows)
+    if any(not m.complete for _, m in results):
+        lines += ["", "\\* unfinished run: re-run the same command to complete it."]
+    return "\n".join(lines) + "\n"
 
 
 def write_report(dirs: Sequence[Path], out: Path) -> list[str]:
