@@ -27,7 +27,8 @@ from cuqa_builder.records import (
     answer_aliases,
     event_id,
 )
-from cuqa_builder.stages.generate import FAILURES, GenerationFailure
+from cuqa_builder.run import GENERATION_FAILURES as FAILURES
+from cuqa_builder.stages.generate import GenerationFailure
 from cuqa_builder.testing.algorithm_llm import (
     PASSAGE_ENTITIES,
     AlgorithmResponder,

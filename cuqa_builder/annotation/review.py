@@ -33,7 +33,6 @@ from cuqa_builder.text import normalize_answer
 from cuqa_builder.validation.checks import Limits, answer_in_question, bridge_in_question
 
 Status = Literal["accepted", "rejected", "tie", "pending"]
-REVIEW_REPORT = "review-report.json"  # beside cuqa.jsonl in the run directory
 
 
 class ExportError(CuqaError, ValueError):

@@ -17,17 +17,17 @@ from typing import Any
 from cuqa_builder import __version__
 from cuqa_builder.annotation.client import (
     API_KEY_ENV,
-    LabelStudioError,
     ReviewServer,
     api_key_from_env,
 )
 from cuqa_builder.annotation.config import load_labeling_config
-from cuqa_builder.annotation.review import REVIEW_REPORT, review_export
+from cuqa_builder.annotation.review import review_export
 from cuqa_builder.annotation.tasks import Only, build_tasks, select_candidates
+from cuqa_builder.cli.shell import add_verbosity_flags, run_command
 from cuqa_builder.errors import CuqaError
 from cuqa_builder.jsonio import JsonlError, atomic_write_json, read_jsonl, write_jsonl
 from cuqa_builder.records import Candidate
-from cuqa_builder.run import CANDIDATES, DATASET
+from cuqa_builder.run import CANDIDATES, DATASET, REVIEW_REPORT
 
 URL_ENV = "LABEL_STUDIO_URL"
 TASKS_FILE = "label-studio-tasks.json"
@@ -55,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    add_verbosity_flags(parser)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     push = commands.add_parser("push", help="send candidates to a Label Studio project")
@@ -171,13 +172,12 @@ COMMANDS = {"push": push, "pull": pull, "export": export, "import": import_expor
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
+
+    def annotate_command(args: argparse.Namespace) -> int:
         print(COMMANDS[args.command](args))
-    # Config, export, candidates, and files that cannot be written: one line, no traceback.
-    except (CommandError, LabelStudioError, ValueError, OSError) as exc:
-        print(f"cuqa-annotate: error: {exc}", file=sys.stderr)
-        return 1
-    return 0
+        return 0
+
+    return run_command("cuqa-annotate", args, annotate_command)
 
 
 if __name__ == "__main__":

@@ -9,13 +9,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from cuqa_builder.answer_parsing import extract_answer
+from cuqa_builder.errors import CuqaError
 from cuqa_builder.llm.client import LLMClient, prompt_request
 from cuqa_builder.llm.types import ChatResult
 from cuqa_builder.prompts import load_prompt
 from cuqa_builder.retrieval.types import Passage, Retriever
 
 
-class UnsupportedEndpoint(RuntimeError):
+class UnsupportedEndpoint(CuqaError, RuntimeError):
     """The endpoint lacks something a method needs (token logprobs): no question can be
     solved this way, so the whole evaluation stops with this message."""
 
