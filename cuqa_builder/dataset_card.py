@@ -20,6 +20,7 @@ from cuqa_builder.wiki.wikitext import revision_url
 SCHEMA = "schema.json"
 STATS = "stats.json"
 CARD = "README.md"
+CHANGELOG = "CHANGELOG.md"
 PAGES_LISTED = 25  # the card links this many source pages; stats.json lists them all
 _TEMPLATE = "dataset_card.md.j2"
 
@@ -31,10 +32,51 @@ class ReleaseWindow(BaseModel):
     until: date = Field(description="last day of the unknown events")
 
 
+class CutoffSubset(BaseModel):
+    """One subset of a multi-cutoff release: the items still unknown to a model with a later
+    cutoff (every event they are built on is dated after it)."""
+
+    config: str = Field(description="config name in the card, for datasets.load_dataset")
+    path: str = Field(description="its cuqa.jsonl, relative to the release folder")
+    window: ReleaseWindow
+    items: int
+    by_type: dict[str, int]
+    by_difficulty: dict[str, int]
+
+
+class ChangeCounts(BaseModel):
+    added: int = 0
+    removed: int = 0
+    changed: int = 0
+
+
+class ItemChange(BaseModel):
+    id: str
+    fields: list[str] = Field(description="question, answer, review and/or other")
+
+
+class ReleaseDiff(BaseModel):
+    """What changed between two releases, by item id (`cuqa-build diff OLD NEW`)."""
+
+    old: str = Field(description="the older release: name and version")
+    new: str
+    old_items: int
+    new_items: int
+    added: list[str]
+    removed: list[str]
+    changed: list[ItemChange]
+    by_field: dict[str, int] = Field(description="changed items per field that changed")
+    by_cutoff: dict[str, ChangeCounts] = Field(description="per subset: items matched by id")
+    by_month: dict[str, ChangeCounts] = Field(description="event month (YYYY-MM)")
+    by_type: dict[str, ChangeCounts] = Field(description="AAB / ABC")
+    by_difficulty: dict[str, ChangeCounts] = Field(description="easy / hard")
+
+
 class ReleaseStats(BaseModel):
     """`stats.json`: the figures of the dataset card."""
 
     name: str
+    version: str | None = Field(None, description="--release-version, default the release date")
     released: date
     tool: str
     items: int
@@ -55,6 +97,14 @@ class ReleaseStats(BaseModel):
         "None when the run has no candidates.jsonl"
     )
     review: ReviewReport | None
+    subsets: list[CutoffSubset] = Field(
+        default_factory=list, description="one per cutoff of a multi-cutoff release; empty: "
+        "one cutoff, the items in the folder's own cuqa.jsonl"
+    )
+    stale_held_back: int = Field(
+        0, description="reviewed items left out because their event changed since generation"
+    )
+    changes: ReleaseDiff | None = Field(None, description="set by `cuqa-build diff OLD THIS`")
 
 
 def _size_category(n: int) -> str:
@@ -92,6 +142,7 @@ def render_card(stats: ReleaseStats, has_manifest: bool, prompt_sources: dict[st
         prompt_sources=prompt_sources,
         listed_pages=pages[:PAGES_LISTED],
         more_pages=len(pages) - PAGES_LISTED,
-        files={"dataset": DATASET, "schema": SCHEMA, "stats": STATS, "manifest": MANIFEST},
+        files={"dataset": DATASET, "schema": SCHEMA, "stats": STATS, "manifest": MANIFEST,
+               "changelog": CHANGELOG},
         version=__version__,
     )
