@@ -24,7 +24,9 @@ from __future__ import annotations
 import difflib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import date
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -65,8 +67,11 @@ class RefreshReport(BaseModel):
         description="page title -> (previous, new) revid of the pages the events came from"
     )
     stale_candidates: list[str] = Field(
-        description="candidates built on a changed or removed event, when the events ran "
-        "(the generate stage regenerates them)"
+        description="candidates built on a reworded event, when the events ran (the generate "
+        "stage makes them again)"
+    )
+    orphaned_candidates: list[str] = Field(
+        description="candidates built on a removed event: validation keeps them out of the data"
     )
 
     @property
@@ -190,8 +195,11 @@ def summarize_changes(report: RefreshReport) -> str:
             f"{month} {c.added}/{c.changed}/{c.removed}" for month, c in report.by_month.items()
         ))
     if report.stale_candidates:
-        lines.append(f"  {len(report.stale_candidates)} candidates are stale (their event "
-                     "changed): the generate stage regenerates them")
+        lines.append(f"  {len(report.stale_candidates)} candidates are stale (their event was "
+                     "reworded): the generate stage makes them again")
+    if report.orphaned_candidates:
+        lines.append(f"  {len(report.orphaned_candidates)} candidates lost their event "
+                     "(removed): they are kept out of the data")
     return "\n".join(lines)
 
 
@@ -205,30 +213,38 @@ def event_refs(item: CuqaItem) -> list[EventRef]:
     return [item.event]
 
 
-def stale_reason(refs: Iterable[EventRef], events: Mapping[str, Event]) -> str | None:
+@dataclass(frozen=True)
+class Staleness:
+    """Why an item is out of date: an event `reworded` (made again by generate) or `removed`."""
+
+    kind: Literal["reworded", "removed"]
+    reason: str
+
+    def failure(self) -> CheckFailure:
+        return CheckFailure(check=STALE, reason=self.reason)
+
+
+def staleness(refs: Iterable[EventRef], events: Mapping[str, Event]) -> Staleness | None:
     """Why an item built from these events is out of date, or None if it is not."""
     for ref in refs:
         current = events.get(ref.id)
         if current is None:
-            return (f"its event {ref.id} is no longer on {ref.source_title} (removed or out of "
-                    "the window)")
+            return Staleness("removed", f"its event {ref.id} is no longer on {ref.source_title} "
+                             "(removed, or out of the window)")
         if current.text != ref.text:
-            return (f"its event {ref.id} was reworded on {current.source.title} since it was "
-                    "generated: run the generate stage to regenerate it")
+            return Staleness("reworded", f"its event {ref.id} was reworded on "
+                             f"{current.source.title} since it was generated: run the generate "
+                             "stage to make it again")
     return None
 
 
 def stale_candidates(
     candidates: Iterable[Candidate], events: Mapping[str, Event]
-) -> dict[str, str]:
+) -> dict[str, Staleness]:
     """Candidate id -> why it is stale, for the candidates whose events changed or went away."""
     return {
-        candidate.id: reason
+        candidate.id: found
         for candidate in candidates
-        if (reason := stale_reason(event_refs(candidate), events)) is not None
+        if (found := staleness(event_refs(candidate), events)) is not None
     }
-
-
-def stale_failure(reason: str) -> CheckFailure:
-    return CheckFailure(check=STALE, reason=reason)
 

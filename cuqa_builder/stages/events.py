@@ -210,13 +210,14 @@ def _record_refresh(ctx: RunContext, previous: list[Event], current: list[Event]
     until = ctx.window.until.isoformat()
     previous_until = next((e.previous_until for e in reversed(extensions) if e.until == until),
                           None)
-    events = {event.id: event for event in current}
+    stale = stale_candidates(iter_jsonl(ctx.path(CANDIDATES), Candidate),
+                             {event.id: event for event in current})
     report = RefreshReport(
         refreshed=now(), cutoff=ctx.window.label, previous_until=previous_until, until=until,
         events_before=len(previous), events_after=len(current), added=added, changed=changed,
         removed=removed, by_month=by_month, pages_revised=revised_pages(previous, current),
-        stale_candidates=sorted(stale_candidates(iter_jsonl(ctx.path(CANDIDATES), Candidate),
-                                                 events)),
+        stale_candidates=sorted(c for c, why in stale.items() if why.kind == "reworded"),
+        orphaned_candidates=sorted(c for c, why in stale.items() if why.kind == "removed"),
     )
     atomic_write_json(ctx.path(REFRESH), report.model_dump(mode="json"))
     return summarize_changes(report) + f" -> {ctx.path(REFRESH)}"

@@ -229,8 +229,8 @@ def _drop_stale(ctx: RunContext, all_events: list[Event], usable: list[Event]) -
     candidates = read_jsonl(ctx.path(CANDIDATES), Candidate)
     stale = stale_candidates(candidates, {event.id: event for event in all_events})
     regenerable = {event.id for event in usable}
-    dropped = {c.id for c in candidates
-               if c.difficulty == "easy" and c.id in stale and c.event.id in regenerable}
+    dropped = {c.id for c in candidates if c.difficulty == "easy" and c.id in stale
+               and stale[c.id].kind == "reworded" and c.event.id in regenerable}
     dropped |= {c.id for c in candidates if any(sub.id in dropped for sub in c.sub_items)}
     if dropped:
         write_jsonl(ctx.path(CANDIDATES), [c for c in candidates if c.id not in dropped])
@@ -280,7 +280,7 @@ def _summary(ctx: RunContext, tally: Tally, model: str, stats: GatewayStats, wal
         + f"; {tally.aab + tally.abc} new candidates (AAB {tally.aab}, ABC {tally.abc}"
         + (f"; {tally.fallbacks} ABC draws fell back to AAB" if tally.fallbacks else "")
         + f"), {tally.already_done} already done, {tally.failed} failed"
-        + (f"; {tally.stale} were stale (their event changed) and made again"
+        + (f"; {tally.stale} of them stale (their event was reworded), made again"
            if tally.stale else ""),
     ]
     if tally.hard_requested:

@@ -38,7 +38,7 @@ from cuqa_builder.errors import describe_validation_error
 from cuqa_builder.jsonio import atomic_write_json, atomic_write_text, iter_jsonl, write_jsonl
 from cuqa_builder.prompts import PromptError, load_prompt
 from cuqa_builder.records import Candidate, CuqaItem, Event, EventRef
-from cuqa_builder.refresh import event_refs, stale_reason
+from cuqa_builder.refresh import event_refs, staleness
 from cuqa_builder.run import (
     CANDIDATES,
     DATASET,
@@ -202,7 +202,7 @@ def _hold_back_stale(
     if not ctx.path(EVENTS).exists():
         return items, 0
     events = {event.id: event for event in iter_jsonl(ctx.path(EVENTS), Event)}
-    kept = [item for item in items if stale_reason(refs[item.id], events) is None]
+    kept = [item for item in items if staleness(refs[item.id], events) is None]
     return kept, len(items) - len(kept)
 
 

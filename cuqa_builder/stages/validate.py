@@ -26,7 +26,7 @@ from cuqa_builder.llm.settings import (
 from cuqa_builder.llm.types import GatewayStats
 from cuqa_builder.prompts import load_prompt
 from cuqa_builder.records import Candidate, CuqaItem, Event
-from cuqa_builder.refresh import STALE, stale_candidates, stale_failure
+from cuqa_builder.refresh import STALE, stale_candidates
 from cuqa_builder.run import (
     CANDIDATES,
     DATASET,
@@ -125,7 +125,7 @@ def _mark_stale(ctx: RunContext, candidates: list[Candidate], report: CheckRepor
     report.applied[STALE] = len(candidates)
     for candidate, validation in zip(candidates, report.validations, strict=True):
         if candidate.id in stale:
-            validation.failures.append(stale_failure(stale[candidate.id]))
+            validation.failures.append(stale[candidate.id].failure())
             validation.passed = False
             report.failed[STALE] += 1
 
