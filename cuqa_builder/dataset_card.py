@@ -1,4 +1,5 @@
-"""A release's figures (`stats.json`) and its dataset card, a Markdown template filled from them.
+"""A release's figures (`stats.json`) and its dataset card, a Markdown template filled from them
+(and the `CHANGELOG.md` that `cuqa-build diff` writes, from its own template).
 
 The card's text lives in `templates/dataset_card.md.j2`; this module only supplies typed data and
 a few filters. Jinja2 is used here and nowhere else.
@@ -23,6 +24,7 @@ CARD = "README.md"
 CHANGELOG = "CHANGELOG.md"
 PAGES_LISTED = 25  # the card links this many source pages; stats.json lists them all
 _TEMPLATE = "dataset_card.md.j2"
+_CHANGELOG_TEMPLATE = "changelog.md.j2"
 
 
 class ReleaseWindow(BaseModel):
@@ -130,11 +132,20 @@ def _environment() -> jinja2.Environment:
     return env
 
 
+def _template(name: str) -> jinja2.Template:
+    return _environment().from_string(
+        (resources.files("cuqa_builder") / "templates" / name).read_text("utf-8")
+    )
+
+
+def render_changelog(diff: ReleaseDiff) -> str:
+    """`CHANGELOG.md`: every added, removed and changed item id, and the breakdowns."""
+    return _template(_CHANGELOG_TEMPLATE).render(diff=diff)
+
+
 def render_card(stats: ReleaseStats, has_manifest: bool, prompt_sources: dict[str, str]) -> str:
     """The card; `prompt_sources` maps each template to its cited source (or a note)."""
-    template = _environment().from_string(
-        (resources.files("cuqa_builder") / "templates" / _TEMPLATE).read_text("utf-8")
-    )
+    template = _template(_TEMPLATE)
     pages = list(stats.source_pages.items())
     return template.render(
         stats=stats,
