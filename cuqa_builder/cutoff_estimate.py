@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cuqa_builder.errors import CuqaError, UsageError, describe_validation_error
 
@@ -40,6 +40,32 @@ ESTIMATION_RULE = (
 
 class CutoffProbeError(CuqaError, ValueError):
     """No usable probe result for `--cutoff auto:...`."""
+
+
+class CutoffProbeOptions(BaseModel):
+    """The probe's own flags (`cuqa-eval cutoff`); the LLM flags are the shared LLMOptions."""
+
+    model_config = ConfigDict(frozen=True)
+
+    per_month: int = Field(30, ge=1, description="events asked about per month",
+                           json_schema_extra={"flag": {"metavar": "N"}})
+    seed: int = Field(0, description="seed of the sample and of generated questions")
+    candidates: Path | None = Field(
+        None, description="candidates.jsonl whose unknown sub-questions are asked (default: the "
+        "one beside --events, if any)", json_schema_extra={"flag": {"metavar": "FILE"}},
+    )
+    question_model: str | None = Field(
+        None, description="model that writes the questions the candidates lack, at the same "
+        "endpoint (default: --model)",
+    )
+    judge_model: str | None = Field(
+        None, description="LLM judge of the answers, at the same endpoint (default: normalised "
+        "match)",
+    )
+    margin: float = Field(
+        DEFAULT_MARGIN, ge=0, le=1, description="smallest drop in accuracy (a fraction) that "
+        "counts as the cutoff", json_schema_extra={"flag": {"metavar": "FRACTION"}},
+    )
 
 
 class MonthAccuracy(BaseModel):
@@ -82,6 +108,7 @@ class CutoffProbeResult(BaseModel):
     seed: int
     questions_from_candidates: int
     questions_generated: int
+    questions_failed: int = Field(0, description="not asked: their calls failed for good")
     months: list[MonthAccuracy]
     estimate: CutoffEstimate
     probed: str = Field(description="ISO time of the probe, UTC")
