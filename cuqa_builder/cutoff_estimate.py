@@ -106,9 +106,12 @@ class CutoffProbeResult(BaseModel):
     events: str = Field(description="the events file the questions came from")
     per_month: int
     seed: int
+    events_sampled: int
     questions_from_candidates: int
     questions_generated: int
-    questions_failed: int = Field(0, description="not asked: their calls failed for good")
+    unusable: int = Field(description="sampled events left out: the question written for "
+                          "them was unusable or named its own answer")
+    failed: int = Field(description="sampled events left out: their calls failed for good")
     months: list[MonthAccuracy]
     estimate: CutoffEstimate
     probed: str = Field(description="ISO time of the probe, UTC")

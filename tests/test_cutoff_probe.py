@@ -77,6 +77,7 @@ def test_the_probe_finds_the_month_the_scripted_model_knows_up_to(
     generated_prompts = [body for body in llm.requests
                          if "According to the unknown event" in body["messages"][-1]["content"]]
     # Questions come from the candidates where the sample holds their event, else Table 5.
+    assert result.events_sampled == 10 * PER_MONTH and result.unusable == result.failed == 0
     assert result.questions_from_candidates + result.questions_generated == 10 * PER_MONTH
     assert 0 < result.questions_from_candidates < 10 * PER_MONTH
     assert len(generated_prompts) == result.questions_generated
@@ -153,3 +154,27 @@ def test_no_estimate_without_a_clear_drop() -> None:
     assert estimate_cutoff(months((20, 18))).cutoff is None  # one month: nothing to compare
     rising = estimate_cutoff(months((20, 1), (20, 2), (20, 18)))
     assert rising.cutoff is None and "never drops" in rising.reason
+
+
+@pytest.mark.localmodel
+def test_the_probe_runs_end_to_end_on_the_embedded_small_model(
+    small_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """SmolLM2-135M writes the questions (Table 5) and answers them; with 135M parameters and
+    fictional accords it knows none of them, so the honest outcome is "no cutoff found"."""
+    monkeypatch.setenv("CUQA_MODELS_DIR", str(small_model))
+    monkeypatch.setenv("CUQA_CUTOFFS_DIR", str(tmp_path / "cutoffs"))
+    events = tmp_path / "events.jsonl"
+    write_jsonl(events, dated_events(["2023-03", "2023-06", "2023-09"], 3))
+    args = ["cutoff", "--events", str(events), "--out", str(tmp_path / "probe"), "--per-month",
+            "3", "--llm", "local:smollm2-135m-instruct-q4_1", "--concurrency", "2", "-q"]
+    assert eval_main(args) == 0
+    result = CutoffProbeResult.model_validate_json((tmp_path / "probe" / "cutoff.json").read_text())
+    assert result.model == "smollm2-135m-instruct-q4_1" and result.events_sampled == 9
+    assert result.questions_generated + result.unusable + result.failed == 9
+    assert sum(m.asked for m in result.months) == result.questions_generated
+    assert (tmp_path / "probe" / "cutoff.png").stat().st_size > 0
+    assert (tmp_path / "cutoffs" / "smollm2-135m-instruct-q4_1.json").is_file()
+    assert "cutoff probe of smollm2-135m-instruct-q4_1" in capsys.readouterr().out
+    assert result.estimate.cutoff is None, result.estimate.reason

@@ -178,7 +178,8 @@ async def _open(settings: LLMSettings, options: CutoffProbeOptions) -> AsyncIter
 async def _ask_all(
     gateways: _Gateways, sample: dict[str, list[Event]], reused: dict[str, tuple[str, list[str]]],
     seed: int, progress: bool,
-) -> list[ProbeQuestion]:
+) -> tuple[list[ProbeQuestion], int]:
+    """The questions asked and their verdicts, and how many events failed for good."""
     generator = Generator(gateways.questions, _without_passages, seed=seed, cutoff="")
     prober = Prober(gateways.target, gateways.judge)
     events = [event for month in sample.values() for event in month]
@@ -211,7 +212,7 @@ async def _ask_all(
     if failures:
         log.warning("%d questions could not be asked (first: %s); run again to retry them",
                     len(failures), failures[0])
-    return [question for question in found if question is not None]
+    return [question for question in found if question is not None], len(failures)
 
 
 def _usable(events: list[Event], reused: dict[str, tuple[str, list[str]]]) -> list[Event]:
@@ -232,9 +233,10 @@ async def probe_cutoff(
     out.mkdir(parents=True, exist_ok=True)
     settings = resolve_settings(llm, default_cache=out / LLM_CACHE)
     async with _open(settings, options) as gateways:
-        asked = await _ask_all(gateways, sample, reused, options.seed, progress)
+        asked, failed = await _ask_all(gateways, sample, reused, options.seed, progress)
         model = gateways.target.model
         judge = gateways.judge.model if gateways.judge else NORMALISED_MATCH
+    sampled = sum(len(found) for found in sample.values())
     months = [
         month_accuracy(month, sum(q.month == month for q in asked),
                        sum(q.month == month and q.correct for q in asked))
@@ -242,9 +244,10 @@ async def probe_cutoff(
     ]
     result = CutoffProbeResult(
         model=model, judge=judge, events=str(events_path.resolve()),
-        per_month=options.per_month, seed=options.seed,
+        per_month=options.per_month, seed=options.seed, events_sampled=sampled,
         questions_from_candidates=sum(q.source == "candidate" for q in asked),
         questions_generated=sum(q.source == "generated" for q in asked),
+        unusable=sampled - len(asked) - failed, failed=failed,
         months=months, estimate=estimate_cutoff(months, options.margin),
         probed=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
@@ -263,9 +266,13 @@ def _write(out: Path, asked: list[ProbeQuestion], result: CutoffProbeResult) -> 
 
 
 def summarize(result: CutoffProbeResult, out: Path) -> str:
+    left_out = [f"{n} {why}" for n, why in ((result.unusable, "without a usable question"),
+                                             (result.failed, "whose calls failed")) if n]
     lines = [f"cutoff probe of {result.model} (judge: {result.judge}): "
-             f"{result.questions_from_candidates} questions from candidates, "
-             f"{result.questions_generated} generated"]
+             f"{result.events_sampled} events sampled; questions: "
+             f"{result.questions_from_candidates} from candidates, "
+             f"{result.questions_generated} generated"
+             + (f"; left out: {', '.join(left_out)}" if left_out else "")]
     lines += [f"  {m.month}  {m.correct:>3}/{m.asked:<3} {m.accuracy:>4.0%}  "
               f"[{m.low:.0%}, {m.high:.0%}]" for m in result.months]
     estimate = result.estimate
