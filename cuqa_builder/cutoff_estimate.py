@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from cuqa_builder.errors import CuqaError, UsageError, describe_validation_error
+from cuqa_builder.errors import CuqaError, UsageError
+from cuqa_builder.jsonio import read_model
 
 Z_95 = 1.959964  # two-sided 95 %
 DEFAULT_MARGIN = 0.10
@@ -210,14 +211,7 @@ def registry_path(model: str) -> Path:
 
 
 def read_result(path: Path) -> CutoffProbeResult:
-    try:
-        return CutoffProbeResult.model_validate_json(path.read_bytes())
-    except OSError as exc:
-        raise CutoffProbeError(f"cannot read {path}: {exc.strerror}") from None
-    except ValidationError as exc:
-        raise CutoffProbeError(
-            f"{path} is not a cutoff probe result ({describe_validation_error(exc)})"
-        ) from None
+    return read_model(path, CutoffProbeResult, "a cutoff probe result", error=CutoffProbeError)
 
 
 def find_result(spec: str) -> CutoffProbeResult:

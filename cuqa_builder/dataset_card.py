@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 
 from cuqa_builder import __version__
 from cuqa_builder.annotation.review import ReviewReport
+from cuqa_builder.refresh import ChangeCounts
 from cuqa_builder.run import DATASET, MANIFEST, ValidationInfo
 from cuqa_builder.wiki.wikitext import revision_url
 
@@ -44,12 +45,6 @@ class CutoffSubset(BaseModel):
     items: int
     by_type: dict[str, int]
     by_difficulty: dict[str, int]
-
-
-class ChangeCounts(BaseModel):
-    added: int = 0
-    removed: int = 0
-    changed: int = 0
 
 
 class ItemChange(BaseModel):

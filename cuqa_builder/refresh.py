@@ -36,10 +36,12 @@ SAME_EVENT_RATIO = 0.6  # rewordings score ~0.7-0.95; two different news items r
 STALE = "event_changed"  # the validation check a stale candidate fails
 
 
-class MonthChanges(BaseModel):
+class ChangeCounts(BaseModel):
+    """How many records were added, removed and changed (events here, items in a release diff)."""
+
     added: int = 0
-    changed: int = 0
     removed: int = 0
+    changed: int = 0
 
 
 class ChangedEvent(BaseModel):
@@ -62,7 +64,7 @@ class RefreshReport(BaseModel):
     added: list[str] = Field(description="ids of new events")
     changed: list[ChangedEvent] = Field(description="same id, new text")
     removed: list[str] = Field(description="ids of events no longer on their page")
-    by_month: dict[str, MonthChanges] = Field(description="YYYY-MM of the events -> changes")
+    by_month: dict[str, ChangeCounts] = Field(description="YYYY-MM of the events -> changes")
     pages_revised: dict[str, tuple[int | None, int | None]] = Field(
         description="page title -> (previous, new) revid of the pages the events came from"
     )
@@ -150,7 +152,7 @@ def _with_id(event: Event, carried: str | None, taken: set[str]) -> Event:
 
 def compare_events(
     previous: list[Event], current: list[Event]
-) -> tuple[list[str], list[ChangedEvent], list[str], dict[str, MonthChanges]]:
+) -> tuple[list[str], list[ChangedEvent], list[str], dict[str, ChangeCounts]]:
     """Added ids, changed events, removed ids, and their counts per month."""
     before = {event.id: event for event in previous}
     after = {event.id: event for event in current}
@@ -162,7 +164,7 @@ def compare_events(
         for event in current
         if event.id in before and before[event.id].text != event.text
     ]
-    months: dict[str, MonthChanges] = defaultdict(MonthChanges)
+    months: dict[str, ChangeCounts] = defaultdict(ChangeCounts)
     for event in added:
         months[f"{event.date:%Y-%m}"].added += 1
     for change in changed:

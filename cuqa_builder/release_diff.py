@@ -13,23 +13,21 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from cuqa_builder.dataset import load
 from cuqa_builder.dataset_card import (
     CARD,
     CHANGELOG,
     STATS,
-    ChangeCounts,
     ItemChange,
     ReleaseDiff,
     ReleaseStats,
     render_card,
     render_changelog,
 )
-from cuqa_builder.errors import CuqaError, describe_validation_error
-from cuqa_builder.jsonio import atomic_write_json, atomic_write_text
+from cuqa_builder.errors import CuqaError
+from cuqa_builder.jsonio import atomic_write_json, atomic_write_text, read_model
 from cuqa_builder.records import CuqaItem
+from cuqa_builder.refresh import ChangeCounts
 from cuqa_builder.run import MANIFEST
 from cuqa_builder.stages.release import prompt_sources
 
@@ -44,12 +42,7 @@ def read_stats(folder: Path) -> ReleaseStats:
     path = folder / STATS
     if not path.is_file():
         raise ReleaseDiffError(f"{folder} is not a release folder (no {STATS})")
-    try:
-        return ReleaseStats.model_validate_json(path.read_bytes())
-    except ValidationError as exc:
-        raise ReleaseDiffError(
-            f"{path} is not the stats.json of a release ({describe_validation_error(exc)})"
-        ) from None
+    return read_model(path, ReleaseStats, "the stats.json of a release", error=ReleaseDiffError)
 
 
 def read_subsets(folder: Path, stats: ReleaseStats) -> dict[str, list[CuqaItem]]:

@@ -17,11 +17,9 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
-from pydantic import ValidationError
 from tqdm import tqdm
 
-from cuqa_builder.errors import describe_validation_error
-from cuqa_builder.jsonio import atomic_write_json
+from cuqa_builder.jsonio import JsonFileError, atomic_write_json, read_model
 from cuqa_builder.records import PageMeta, Record
 from cuqa_builder.run import MANIFEST, RunContext
 from cuqa_builder.snapshot import (
@@ -74,14 +72,7 @@ class FetchCounts:
 
 def read_manifest(path: Path) -> dict[str, int]:
     """Title -> revid of an earlier run's manifest, for `--revisions`."""
-    try:
-        return Manifest.model_validate_json(path.read_text(encoding="utf-8")).pages
-    except OSError as exc:
-        raise ValueError(f"cannot read --revisions {path}: {exc.strerror}") from None
-    except ValidationError as exc:
-        raise ValueError(
-            f"--revisions {path} is not a manifest.json ({describe_validation_error(exc)})"
-        ) from None
+    return read_model(path, Manifest, "a manifest.json", shown=f"--revisions {path}").pages
 
 
 def run(ctx: RunContext) -> str:
@@ -190,10 +181,9 @@ def _recheck(
 def _last_fetch(ctx: RunContext) -> str | None:
     """When the run last fetched, from its manifest: the fetch time of pages stored before
     sidecars recorded their own."""
-    path = ctx.path(MANIFEST)
     try:
-        return Manifest.model_validate_json(path.read_bytes()).fetched
-    except (OSError, ValidationError):
+        return read_model(ctx.path(MANIFEST), Manifest, "a manifest.json").fetched
+    except JsonFileError:
         return None
 
 
