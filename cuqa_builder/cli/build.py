@@ -86,12 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _options(
-    parser: argparse.ArgumentParser, args: argparse.Namespace, seed: int,
-    release_cutoffs: tuple[str, ...] = (),
-) -> BuildOptions:
-    """The typed options of every stage, from the flags (the seed and the release's cutoffs
-    resolved against run.json)."""
+def _options(parser: argparse.ArgumentParser, args: argparse.Namespace, seed: int) -> BuildOptions:
+    """The typed options of every stage, from the flags (the seed resolved against run.json)."""
     return BuildOptions(
         source=options_from(parser, SourceOptions, args),
         llm=options_from(parser, LLMOptions, args),
@@ -99,14 +95,14 @@ def _options(
         checks=options_from(
             parser, ValidateOptions, args, limits=options_from(parser, Limits, args)
         ),
-        release=options_from(parser, ReleaseOptions, args, cutoffs=release_cutoffs),
+        release=options_from(parser, ReleaseOptions, args),
         quiet=args.quiet,
     )
 
 
 def parse_options(argv: list[str], seed: int = 0) -> BuildOptions:
     """The typed options a command line gives (for tools and tests; `main` also resolves the
-    seed and cutoffs against the run directory)."""
+    seed against the run directory)."""
     parser = build_parser()
     return _options(parser, parser.parse_args(argv), seed)
 
@@ -181,7 +177,7 @@ def _probes(recorded: RunInfo, used: list[CutoffProbeResult]) -> list[CutoffProb
     return list(by_model.values())
 
 
-def _start_run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> RunContext:
+def _start_run(args: argparse.Namespace, options: BuildOptions) -> RunContext:
     """The window and options of this run; run.json records the cutoff, window and seed, and
     a resumed run keeps the ones it started with."""
     recorded = load_run_info(args.out)
@@ -192,7 +188,9 @@ def _start_run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Run
     for label in given:  # each subset's window must hold days, as the run's does
         Window.parse(label, window.until.isoformat())
     seed = args.seed if args.seed is not None else (recorded.seed or 0)
-    options = _options(parser, args, seed, tuple(given) or (window.label,))
+    generate = options.generate.model_copy(update={"seed": seed})
+    release = options.release.model_copy(update={"cutoffs": tuple(given) or (window.label,)})
+    options = options.model_copy(update={"generate": generate, "release": release})
     args.out.mkdir(parents=True, exist_ok=True)
     extensions = [*recorded.extensions, extension] if extension else None
     save_run_info(
@@ -217,9 +215,10 @@ def main(argv: list[str] | None = None) -> int:
         return diff_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
+    options = _options(parser, args, seed=0)  # every flag checked before anything runs
 
     def build(args: argparse.Namespace) -> int:
-        ctx = _start_run(parser, args)
+        ctx = _start_run(args, options)
         for stage in _plan(args.stage, ctx.options):
             try:
                 summary = run_stage(stage, ctx)
