@@ -20,6 +20,7 @@ from cuqa_builder.stages.fetch import _settled, page_date
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder
 from cuqa_builder.testing.mediawiki_server import MediaWikiServer
 from cuqa_builder.testing.openai_server import ScriptedLLM
+from cuqa_builder.wiki.client import MediaWikiClient
 
 YEAR = "2024"
 MARCH = "Portal:Current events/2024 March {}"
@@ -261,3 +262,20 @@ def test_a_new_event_whose_hash_a_reworded_event_kept_gets_its_own_id() -> None:
                                                 "billion."), _event(page, 2, first.text)])
     assert both[0].id == first.id
     assert both[1].id != first.id and len({e.id for e in both}) == 2
+
+
+def test_latest_revids_asks_50_titles_a_request_without_content() -> None:
+    titles = [MARCH.format(day) for day in range(1, 4)] + [f"Page {n}" for n in range(60)]
+    pages = {title: f"text of {title}" for title in titles if title != "Page 7"}
+    with MediaWikiServer(pages) as wiki, MediaWikiClient(wiki.api_url, min_interval_s=0) as client:
+        edited = wiki.edit("Page 3", "a new revision")
+        wiki.delete("Page 5")
+        latest = client.latest_revids([*titles, "portal:Current_events/2024_March_2"])
+        assert [len(r.titles) for r in wiki.requests] == [50, 14]
+        assert all(r.params["prop"] == "info" and "rvprop" not in r.params
+                   for r in wiki.requests)
+    assert latest["Page 3"] == edited
+    assert latest["Page 5"] is None and latest["Page 7"] is None  # deleted, never existed
+    assert latest["Page 0"] == wiki.current["Page 0"]
+    # A title asked in another spelling is answered under the spelling asked.
+    assert latest["portal:Current_events/2024_March_2"] == latest[MARCH.format(2)]
