@@ -274,7 +274,8 @@ def summarize(result: CutoffProbeResult, out: Path) -> str:
              f"{result.questions_generated} generated"
              + (f"; left out: {', '.join(left_out)}" if left_out else "")]
     lines += [f"  {m.month}  {m.correct:>3}/{m.asked:<3} {m.accuracy:>4.0%}  "
-              f"[{m.low:.0%}, {m.high:.0%}]" for m in result.months]
+              f"[{m.low:.0%}, {m.high:.0%}]" if m.asked else f"  {m.month}  no question"
+              for m in result.months]
     estimate = result.estimate
     if estimate.cutoff:
         lines.append(f"estimated cutoff: {estimate.cutoff} ({estimate.reason}); use it with "
