@@ -54,6 +54,26 @@ def read_jsonl(path: Path, model: type[M]) -> list[M]:
     return list(iter_jsonl(path, model))
 
 
+class JsonFileError(CuqaError, ValueError):
+    """A JSON file that cannot be read as the record expected there."""
+
+
+def read_model(
+    path: Path, model: type[M], what: str, *, shown: str | None = None,
+    error: type[Exception] = JsonFileError,
+) -> M:
+    """A whole JSON file as `model`. An unreadable or invalid file is `error` with one line:
+    "cannot read SHOWN: why" or "SHOWN is not WHAT (field: problem)"; SHOWN is the path unless
+    given (e.g. the flag that named it)."""
+    shown = shown or str(path)
+    try:
+        return model.model_validate_json(path.read_bytes())
+    except OSError as exc:
+        raise error(f"cannot read {shown}: {exc.strerror}") from None
+    except ValidationError as exc:
+        raise error(f"{shown} is not {what} ({describe_validation_error(exc)})") from None
+
+
 class JsonlAppender:
     """Append records to a JSONL file, one flushed line each."""
 

@@ -25,6 +25,10 @@ class PageMeta(Record):
     revid: int = Field(gt=0, description="MediaWiki revision id")
     timestamp: str
     sha256: str | None = None
+    fetched: str | None = Field(
+        None, description="when the fetch stage got this revision or last saw it was still the "
+        "latest (ISO, UTC): a refresh re-checks pages fetched soon after their date"
+    )
 
 
 class Page(Record):

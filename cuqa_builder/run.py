@@ -11,6 +11,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
 
+from cuqa_builder.cutoff_estimate import CutoffProbeResult
 from cuqa_builder.errors import CuqaError, describe_validation_error
 from cuqa_builder.jsonio import atomic_write_json, count_records
 from cuqa_builder.stages.options import BuildOptions
@@ -25,6 +26,7 @@ GENERATION_FAILURES = "generation-failures.jsonl"
 DATASET = "cuqa.jsonl"
 REVIEW_REPORT = "review-report.json"
 RUN_INFO = "run.json"
+REFRESH = "refresh.json"  # what the last events run changed against the previous events.jsonl
 LLM_CACHE = "llm-cache.sqlite"
 
 
@@ -73,12 +75,24 @@ class ValidationInfo(BaseModel):
     prompts: dict[str, str] | None = Field(None, description="probe template -> sha256")
 
 
+class WindowExtension(BaseModel):
+    """A refresh that moved the window's last day later (`--until LATER` on an existing run)."""
+
+    previous_until: str
+    until: str
+    at: str = Field(description="ISO time of the command, UTC")
+
+
 class RunInfo(BaseModel):
     """`run.json`: the settings a dataset depends on, to rebuild it exactly."""
 
     cutoff: str | None = None
     until: str | None = None
     seed: int | None = None
+    extensions: list[WindowExtension] = Field(default_factory=list)
+    cutoff_probes: list[CutoffProbeResult] = Field(
+        default_factory=list, description="the probes whose estimate `--cutoff auto:MODEL` used"
+    )
     generation: GenerationInfo | None = None
     validation: ValidationInfo | None = None
 

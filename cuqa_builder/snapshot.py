@@ -48,8 +48,13 @@ def write_page(directory: Path, page: Page) -> Path:
     stem = page_filename(page.meta.title)
     meta = page.meta.model_copy(update={"sha256": sha256_text(page.wikitext)})
     atomic_write_text(directory / f"{stem}.wiki", page.wikitext)
-    atomic_write_json(directory / f"{stem}.json", meta.model_dump())
+    write_meta(directory, meta)
     return directory / f"{stem}.wiki"
+
+
+def write_meta(directory: Path, meta: PageMeta) -> None:
+    """Replace a page's sidecar alone (its wikitext, and so its sha256, unchanged)."""
+    atomic_write_json(directory / f"{page_filename(meta.title)}.json", meta.model_dump())
 
 
 def read_page(wiki_path: Path) -> Page:

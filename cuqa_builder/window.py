@@ -35,9 +35,13 @@ def parse_cutoff(text: str) -> date:
     raise WindowError(f"invalid cutoff {text!r}: expected YYYY-MM or YYYY-MM-DD")
 
 
+TODAY = "today"  # `--until today`: a crontab line cannot hold `$(date +%F)` unescaped
+
+
 def parse_until(text: str | None) -> date:
-    """`--until 2024-06` is the end of June 2024; a day is taken as given; none is today."""
-    if text is None:
+    """`--until 2024-06` is the end of June 2024; a day is taken as given; none (or `today`)
+    is today."""
+    if text is None or text.strip() == TODAY:
         return date.today()
     try:
         return parse_cutoff(text)

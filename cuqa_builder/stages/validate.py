@@ -3,7 +3,9 @@
 Every candidate keeps its verdict (`validation`: passed, failures with reasons, probe answers)
 in `candidates.jsonl`, rewritten atomically; the ones that passed become the unreviewed items
 of `cuqa.jsonl`. The checks are cheap and simply run again; probe calls go through the gateway's
-cache, so a killed or repeated run asks the target model nothing twice.
+cache, so a killed or repeated run asks the target model nothing twice. A candidate whose event
+a refresh reworded or removed fails `event_changed` (and is not probed) until the generate stage
+makes it again.
 """
 
 from __future__ import annotations
@@ -23,10 +25,12 @@ from cuqa_builder.llm.settings import (
 )
 from cuqa_builder.llm.types import GatewayStats
 from cuqa_builder.prompts import load_prompt
-from cuqa_builder.records import Candidate, CuqaItem
+from cuqa_builder.records import Candidate, CuqaItem, Event
+from cuqa_builder.refresh import STALE, stale_candidates
 from cuqa_builder.run import (
     CANDIDATES,
     DATASET,
+    EVENTS,
     LLM_CACHE,
     REVIEW_REPORT,
     RunContext,
@@ -112,11 +116,27 @@ def _count_table(report: CheckReport, names: Sequence[str]) -> list[str]:
     return lines
 
 
+def _mark_stale(ctx: RunContext, candidates: list[Candidate], report: CheckReport) -> None:
+    """Fail the candidates whose event changed or went away since they were made (when the
+    run has its events.jsonl to compare with)."""
+    if not ctx.path(EVENTS).exists():
+        return
+    events = {event.id: event for event in iter_jsonl(ctx.path(EVENTS), Event)}
+    stale = stale_candidates(candidates, events)
+    report.applied[STALE] = len(candidates)
+    for candidate, validation in zip(candidates, report.validations, strict=True):
+        if candidate.id in stale:
+            validation.failures.append(stale[candidate.id].failure())
+            validation.passed = False
+            report.failed[STALE] += 1
+
+
 def _summary(report: CheckReport, passed: int, dataset: str, probes: str | None) -> str:
     total = len(report.validations)
+    names = (*CHECK_NAMES, STALE) if report.applied[STALE] else CHECK_NAMES
     lines = [
         f"validate: {passed} of {total} candidates passed, {total - passed} failed {dataset}",
-        *_count_table(report, CHECK_NAMES),
+        *_count_table(report, names),
     ]
     if probes:
         lines += [probes, *_count_table(report, PROBE_CHECKS)]
@@ -131,6 +151,7 @@ def run(ctx: RunContext) -> str:
     options = ctx.options
     limits = options.checks.limits
     report = check_all(candidates, limits)
+    _mark_stale(ctx, candidates, report)
     settings = ValidationInfo(limits=limits)
     probes_line = None
     if options.checks.probe_model:
