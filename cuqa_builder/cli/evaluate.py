@@ -19,6 +19,7 @@ from pathlib import Path
 from cuqa_builder import __version__
 from cuqa_builder.cli.flags import add_flags, options_from
 from cuqa_builder.cli.shell import add_verbosity_flags, run_command
+from cuqa_builder.cutoff_estimate import ESTIMATION_RULE, CutoffProbeOptions
 from cuqa_builder.errors import UsageError
 from cuqa_builder.evaluation.datasets import EvalItem, load_items
 from cuqa_builder.evaluation.gap import evaluate_gap
@@ -49,7 +50,7 @@ from cuqa_builder.solvers import METHODS, NO_RETRIEVAL, get_solver
 from cuqa_builder.solvers.base import SolverOptions
 from cuqa_builder.wiki.client import MediaWikiClient
 
-SUBCOMMANDS = ("run", "index", "gap", "sweep", "report", "reproduce")
+SUBCOMMANDS = ("run", "index", "gap", "sweep", "report", "reproduce", "cutoff")
 INDEX_CACHE = "index"  # OUT/index: the BM25 index built from an events.jsonl --corpus
 EPILOG = """\
 subcommands (run is the default, so `cuqa-eval --data ... --method ... --out ...` works):
@@ -60,6 +61,7 @@ subcommands (run is the default, so `cuqa-eval --data ... --method ... --out ...
   report  run, sweep and gap directories -> a Markdown report with tables and PNG plots
   reproduce TABLE  a result table of the paper (table1, table2, table12, table13): every
           method with the paper's settings, one run each in OUT/ROW/ -> OUT/TABLE.md
+  cutoff  closed-book accuracy by event month -> the model's estimated knowledge cutoff
 
 A killed run resumes: run the same command again. `cuqa-eval SUBCOMMAND -h` for its flags.
 """
@@ -212,7 +214,26 @@ def build_parser() -> argparse.ArgumentParser:
     report = commands.add_parser("report", help="Markdown report with tables and plots")
     report.add_argument("dirs", nargs="+", type=Path, metavar="RUN_DIR")
     report.add_argument("--out", type=Path, required=True, help="report file (.md)")
+
+    _add_cutoff_parser(commands)
     return parser
+
+
+def _add_cutoff_parser(commands: argparse._SubParsersAction) -> None:
+    cutoff = commands.add_parser(
+        "cutoff", help="estimate a model's knowledge cutoff from its accuracy by event month",
+        description="Ask the model closed-book about a sample of each month's events and "
+        f"estimate where its knowledge ends: {ESTIMATION_RULE}. `cuqa-build --cutoff "
+        "auto:MODEL` then uses the estimate.",
+    )
+    cutoff.add_argument("--events", type=Path, required=True,
+                        help="a run's events.jsonl (built with a cutoff well before the "
+                        "model's claimed one)")
+    cutoff.add_argument("--out", type=Path, required=True, help="output directory")
+    add_flags(cutoff.add_argument_group("probe"), CutoffProbeOptions)
+    add_flags(cutoff.add_argument_group("LLM"), LLMOptions)
+    cutoff.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    add_verbosity_flags(cutoff)
 
 
 def with_default_command(argv: list[str]) -> list[str]:
@@ -416,9 +437,17 @@ async def command_report(args: argparse.Namespace) -> str:
     return "\n".join([f"report -> {args.out}", *(f"  skipped {why}" for why in skipped)])
 
 
+async def command_cutoff(args: argparse.Namespace) -> str:
+    from cuqa_builder.evaluation.cutoff_probe import probe_cutoff, summarize
+
+    result = await probe_cutoff(args.events, args.out, args.probe_options, args.llm_options,
+                                progress=not args.quiet)
+    return summarize(result, args.out)
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], Awaitable[str]]] = {
     "run": command_run, "gap": command_gap, "sweep": command_sweep, "index": command_index,
-    "report": command_report, "reproduce": command_reproduce,
+    "report": command_report, "reproduce": command_reproduce, "cutoff": command_cutoff,
 }
 
 
@@ -431,6 +460,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if hasattr(args, "concurrency"):  # a command that calls an LLM: its flags checked up front
         args.llm_options = options_from(parser, LLMOptions, args)
+    if args.command == "cutoff":
+        args.probe_options = options_from(parser, CutoffProbeOptions, args)
 
     def evaluate_command(args: argparse.Namespace) -> int:
         print(asyncio.run(COMMANDS[args.command](args)))

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
+from cuqa_builder.cutoff_estimate import CutoffProbeResult
+
 
 @dataclass
 class Line:
@@ -66,6 +68,38 @@ def bar_panels(groups: Sequence[str], series: Sequence[tuple[str, Sequence[float
     axis.grid(axis="y", alpha=0.3)
     if series:
         axis.legend(fontsize="x-small")
+    return _save(fig, path)
+
+
+# --- the cutoff probe's plot (`cuqa-eval cutoff`) --------------------------------------------
+
+
+def plot_cutoff_probe(result: CutoffProbeResult, path: Path) -> Path:
+    """Closed-book accuracy per event month with its 95% interval, the fitted levels and the
+    estimated cutoff."""
+    months = [m for m in result.months if m.asked]
+    fig = Figure(figsize=(max(5.0, 0.45 * len(months) + 2), 3.6))
+    axis = fig.subplots()
+    xs = list(range(len(months)))
+    ys = [100 * m.accuracy for m in months]
+    below = [100 * (m.accuracy - m.low) for m in months]
+    above = [100 * (m.high - m.accuracy) for m in months]
+    axis.errorbar(xs, ys, yerr=[below, above], fmt="o", capsize=3, label="accuracy (95% CI)")
+    estimate = result.estimate
+    position = {m.month: x for x, m in zip(xs, months, strict=True)}
+    for level, name in ((estimate.known, "known"), (estimate.unseen, "unseen")):
+        if level is not None:
+            span = [position[level.first] - 0.4, position[level.last] + 0.4]
+            axis.plot(span, [100 * level.accuracy] * 2, linestyle="--", label=f"{name} level")
+    if estimate.cutoff in position:
+        axis.axvline(position[estimate.cutoff] + 0.5, color="black", linewidth=1,
+                     label=f"estimated cutoff {estimate.cutoff}")
+    axis.set_xticks(xs, [m.month for m in months], rotation=60, fontsize="small")
+    axis.set_ylim(0, 100)
+    axis.set_ylabel("closed-book accuracy (%)")
+    axis.set_title(f"{result.model}: accuracy by event month", fontsize="medium")
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize="small")
     return _save(fig, path)
 
 

@@ -3,7 +3,9 @@
 Every candidate keeps its verdict (`validation`: passed, failures with reasons, probe answers)
 in `candidates.jsonl`, rewritten atomically; the ones that passed become the unreviewed items
 of `cuqa.jsonl`. The checks are cheap and simply run again; probe calls go through the gateway's
-cache, so a killed or repeated run asks the target model nothing twice.
+cache, so a killed or repeated run asks the target model nothing twice. A candidate whose event
+a refresh reworded or removed fails `event_changed` (and is not probed) until the generate stage
+makes it again.
 """
 
 from __future__ import annotations
@@ -23,14 +25,17 @@ from cuqa_builder.llm.settings import (
 )
 from cuqa_builder.llm.types import GatewayStats
 from cuqa_builder.prompts import load_prompt
-from cuqa_builder.records import Candidate, CuqaItem
+from cuqa_builder.records import Candidate, CuqaItem, Event
+from cuqa_builder.refresh import STALE, stale_candidates
 from cuqa_builder.run import (
     CANDIDATES,
     DATASET,
+    EVENTS,
     LLM_CACHE,
     REVIEW_REPORT,
     RunContext,
     ValidationInfo,
+    check_replacement,
     save_run_info,
 )
 from cuqa_builder.stages.options import BuildOptions
@@ -111,11 +116,27 @@ def _count_table(report: CheckReport, names: Sequence[str]) -> list[str]:
     return lines
 
 
+def _mark_stale(ctx: RunContext, candidates: list[Candidate], report: CheckReport) -> None:
+    """Fail the candidates whose event changed or went away since they were made (when the
+    run has its events.jsonl to compare with)."""
+    if not ctx.path(EVENTS).exists():
+        return
+    events = {event.id: event for event in iter_jsonl(ctx.path(EVENTS), Event)}
+    stale = stale_candidates(candidates, events)
+    report.applied[STALE] = len(candidates)
+    for candidate, validation in zip(candidates, report.validations, strict=True):
+        if candidate.id in stale:
+            validation.failures.append(stale[candidate.id].failure())
+            validation.passed = False
+            report.failed[STALE] += 1
+
+
 def _summary(report: CheckReport, passed: int, dataset: str, probes: str | None) -> str:
     total = len(report.validations)
+    names = (*CHECK_NAMES, STALE) if report.applied[STALE] else CHECK_NAMES
     lines = [
         f"validate: {passed} of {total} candidates passed, {total - passed} failed {dataset}",
-        *_count_table(report, CHECK_NAMES),
+        *_count_table(report, names),
     ]
     if probes:
         lines += [probes, *_count_table(report, PROBE_CHECKS)]
@@ -130,6 +151,7 @@ def run(ctx: RunContext) -> str:
     options = ctx.options
     limits = options.checks.limits
     report = check_all(candidates, limits)
+    _mark_stale(ctx, candidates, report)
     settings = ValidationInfo(limits=limits)
     probes_line = None
     if options.checks.probe_model:
@@ -152,11 +174,15 @@ def run(ctx: RunContext) -> str:
     ]
     write_jsonl(path, validated)
     passed = [c.to_item() for c in validated if c.validation and c.validation.passed]
-    dataset = _write_dataset(ctx.path(DATASET), ctx.path(REVIEW_REPORT), passed)
+    dataset = _write_dataset(
+        ctx.path(DATASET), ctx.path(REVIEW_REPORT), passed, options.force
+    )
     return _summary(report, len(passed), dataset, probes_line)
 
 
-def _write_dataset(path: Path, review_report: Path, items: list[CuqaItem]) -> str:
+def _write_dataset(
+    path: Path, review_report: Path, items: list[CuqaItem], force: bool
+) -> str:
     """Write the passed items, unless people reviewed this run: their verdicts are never
     overwritten, not even a review that accepted nothing (pulling the annotations again
     applies the new verdicts)."""
@@ -164,5 +190,6 @@ def _write_dataset(path: Path, review_report: Path, items: list[CuqaItem]) -> st
     if reviewed or review_report.exists():
         return (f"(kept {path}: it holds the {reviewed} items accepted by review; "
                 "`cuqa-annotate pull` or `import` again applies these verdicts)")
+    check_replacement(path, len(items), "items that passed", force)
     write_jsonl(path, items)
     return f"-> {path}"

@@ -137,6 +137,10 @@ class Prober:
             with_unknown_answer=with_unknown,
         )
 
+    async def ask_closed_book(self, question: str, answers: list[str]) -> ProbeAnswer:
+        """One question, no passage: the target model's answer and whether it is right."""
+        return await self._ask(CLOSED_BOOK, question, answers)
+
     async def _ask(
         self, template_name: str, question: str, answers: list[str], **values: str
     ) -> ProbeAnswer:
