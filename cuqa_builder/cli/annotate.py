@@ -19,7 +19,6 @@ from typing import Any
 from cuqa_builder import __version__
 from cuqa_builder.annotation.client import (
     API_KEY_ENV,
-    LabelStudioError,
     ProjectSettings,
     ReviewServer,
     api_key_from_env,
@@ -292,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         print(COMMANDS[args.command](args))
     # Config, export, candidates, and files that cannot be written: one line, no traceback.
-    except (CommandError, LabelStudioError, ValueError, OSError) as exc:
+    except (CuqaError, ValueError, OSError) as exc:
         print(f"cuqa-annotate: error: {exc}", file=sys.stderr)
         return 1
     return 0
