@@ -372,12 +372,18 @@ def _review(stats: ReleaseStats) -> str:
     rows = [
         ("tasks reviewed", f"{report.reviewed} of {report.tasks}"),
         ("accepted / rejected / tied", f"{report.accepted} / {report.rejected} / {report.ties}"),
+        ("needing more reviews / sent back after a failing edit",
+         f"{report.incomplete} / {len(report.sent_back)}"),
         ("accept rate", rate),
         ("questions rewritten", report.rewritten),
         ("answers corrected", report.answers_corrected),
         ("annotators", report.annotators),
         ("votes (cancelled annotations not counted)", f"{report.votes} ({report.cancelled})"),
+        ("unsure / submitted without a verdict", f"{report.unsure} / {report.undecided}"),
     ]
+    if report.decided_with_fewer:
+        rows.append(("decided with fewer judgements than asked (--allow-under-annotated)",
+                     len(report.decided_with_fewer)))
     if report.mean_agreement is not None:
         rows.append(("agreement (multi-annotated tasks)",
                      f"{report.mean_agreement:.2f} over {report.multi_annotated}"))
@@ -388,8 +394,10 @@ def _review(stats: ReleaseStats) -> str:
         "## Review",
         "Annotators reviewed the items in Label Studio, as in the paper's section 3.2: they "
         "rejected items whose answer was wrong, that were not unknown, whose known part was "
-        "wrong or that read unnaturally, and rewrote questions to read naturally. An item is "
-        "kept when most of its annotators accepted it (a tie is not an accept).",
+        "wrong or that read unnaturally, and rewrote questions to read naturally. No verdict "
+        "was pre-selected for them. An item is kept when it had the independent judgements its "
+        "task asked for and most of them accepted it (a tie is not an accept; unsure is not a "
+        "vote), and its edited question and answer passed the automatic checks again.",
         _table(("", "figure"), rows),
         f"Reject reasons: {reasons}.",
     ])
