@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from cuqa_builder.errors import CuqaError
+from cuqa_builder.errors import CuqaError, describe_validation_error
 from cuqa_builder.records import CuqaItem
 from cuqa_builder.run import DATASET
 
@@ -29,13 +29,6 @@ def _dataset_file(path: Path) -> Path:
     return path
 
 
-def _problem(error: ValidationError) -> str:
-    first = error.errors()[0]
-    where = ".".join(str(part) for part in first["loc"])
-    more = error.error_count() - 1
-    return f"{where}: {first['msg']}" + (f" (and {more} more)" if more else "")
-
-
 def _item(line: str) -> CuqaItem:
     try:
         data = json.loads(line)
@@ -44,7 +37,7 @@ def _item(line: str) -> CuqaItem:
     try:
         return CuqaItem.model_validate(data)
     except ValidationError as exc:
-        raise DatasetError(_problem(exc)) from None
+        raise DatasetError(describe_validation_error(exc, shown=1)) from None
 
 
 def load(path: str | Path) -> list[CuqaItem]:

@@ -17,7 +17,7 @@ from typing import IO, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from cuqa_builder.errors import CuqaError
+from cuqa_builder.errors import CuqaError, describe_validation_error
 
 log = logging.getLogger(__name__)
 M = TypeVar("M", bound=BaseModel)
@@ -46,15 +46,8 @@ def iter_jsonl(path: Path, model: type[M]) -> Iterator[M]:
             record = model.model_validate_json(line)
         except ValidationError as exc:
             raise JsonlError(f"{path}:{number}: not a valid {model.__name__} record "
-                             f"({_first_problem(exc)})") from None
+                             f"({describe_validation_error(exc, shown=1)})") from None
         yield record
-
-
-def _first_problem(exc: ValidationError) -> str:
-    first = exc.errors()[0]
-    where = ".".join(str(part) for part in first["loc"])
-    more = exc.error_count() - 1
-    return (f"{where}: " if where else "") + first["msg"] + (f"; {more} more" if more else "")
 
 
 def read_jsonl(path: Path, model: type[M]) -> list[M]:

@@ -1,31 +1,73 @@
-"""The run directory: where every stage reads its input and writes its one output file."""
+"""The run directory: every file a stage reads or writes, and `run.json`, what a run was told.
+
+All run-directory file names live here, so a stage, the annotation step and the release agree
+on them, and the stage registry (`stages/registry.py`) can say which stage makes which file.
+"""
 
 from __future__ import annotations
 
-import argparse
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import BaseModel, Field, ValidationError
+
+from cuqa_builder.errors import CuqaError, describe_validation_error
 from cuqa_builder.jsonio import atomic_write_json
+from cuqa_builder.stages.options import BuildOptions
+from cuqa_builder.validation.limits import Limits
 from cuqa_builder.window import Window
 
 PAGES_DIR = "pages"
 MANIFEST = "manifest.json"
 EVENTS = "events.jsonl"
 CANDIDATES = "candidates.jsonl"
+GENERATION_FAILURES = "generation-failures.jsonl"
 DATASET = "cuqa.jsonl"
+REVIEW_REPORT = "review-report.json"
 RUN_INFO = "run.json"
 LLM_CACHE = "llm-cache.sqlite"
 
 
-@dataclass
+class RunInfoError(CuqaError, ValueError):
+    """run.json cannot be read as a RunInfo."""
+
+
+class GenerationInfo(BaseModel):
+    """How the generate stage made its candidates (model, seed, sampling, prompt hashes)."""
+
+    model: str
+    seed: int
+    sampling: dict[str, float | int] = Field(description="temperature, top_p, max tokens")
+    prompts: dict[str, str] = Field(description="template name -> sha256")
+    hard: int = 0
+
+
+class ValidationInfo(BaseModel):
+    """How the validate stage judged them: the checks' limits and the probes, if any."""
+
+    limits: Limits
+    probe_model: str | None = None
+    judge: str | None = None
+    prompts: dict[str, str] | None = Field(None, description="probe template -> sha256")
+
+
+class RunInfo(BaseModel):
+    """`run.json`: the settings a dataset depends on, to rebuild it exactly."""
+
+    cutoff: str | None = None
+    until: str | None = None
+    seed: int | None = None
+    generation: GenerationInfo | None = None
+    validation: ValidationInfo | None = None
+
+
+@dataclass(frozen=True)
 class RunContext:
-    """What a stage needs: the run directory, the window and the command-line options."""
+    """What a stage needs: the run directory, the window and its typed options."""
 
     out: Path
     window: Window
-    options: argparse.Namespace
+    options: BuildOptions
 
     @property
     def pages_dir(self) -> Path:
@@ -35,13 +77,25 @@ class RunContext:
         return self.out / name
 
 
-def load_run_info(out: Path) -> dict:
+def load_run_info(out: Path) -> RunInfo:
+    """The run's recorded settings; an empty RunInfo for a new run directory."""
     path = out / RUN_INFO
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    if not path.exists():
+        return RunInfo()
+    try:
+        return RunInfo.model_validate_json(path.read_bytes())
+    except ValidationError as exc:
+        raise RunInfoError(
+            f"{path} is not a run.json written by cuqa-build ({describe_validation_error(exc)}); "
+            "move it aside to start the run afresh"
+        ) from None
 
 
-def save_run_info(out: Path, **updates: object) -> None:
-    """Record the settings a dataset depends on (cutoff, seed, models...) for rebuilding it."""
-    info = load_run_info(out)
-    info.update({k: v for k, v in updates.items() if v is not None})
-    atomic_write_json(out / RUN_INFO, info)
+def save_run_info(out: Path, **updates: object) -> RunInfo:
+    """Record settings (None values leave the recorded ones alone); returns what is recorded."""
+    info = load_run_info(out).model_copy(
+        update={key: value for key, value in updates.items() if value is not None}
+    )
+    info = RunInfo.model_validate(info.model_dump())  # re-checks the updated fields
+    atomic_write_json(out / RUN_INFO, info.model_dump(mode="json", exclude_none=True))
+    return info

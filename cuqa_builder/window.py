@@ -7,13 +7,13 @@ import re
 from dataclasses import dataclass
 from datetime import date
 
-from cuqa_builder.errors import CuqaError
+from cuqa_builder.errors import UsageError
 
 _MONTH = re.compile(r"^(\d{4})-(\d{2})$")
 _DAY = re.compile(r"^(\d{4})-(\d{2})-(\d{2})$")
 
 
-class WindowError(CuqaError, ValueError):
+class WindowError(UsageError):
     """An invalid cutoff or window; the CLI prints it on one line and exits with 2."""
 
 

@@ -21,7 +21,8 @@ from cuqa_builder.jsonio import read_jsonl, write_jsonl
 from cuqa_builder.llm.cache import CallCache
 from cuqa_builder.prompts import load_prompt
 from cuqa_builder.records import Candidate, Entity, Event, EventSource, event_id
-from cuqa_builder.stages.generate import FAILURES, GenerationFailure
+from cuqa_builder.run import GENERATION_FAILURES as FAILURES
+from cuqa_builder.stages.generate import GenerationFailure
 from cuqa_builder.testing.algorithm_llm import (
     PASSAGE_ENTITIES,
     AlgorithmResponder,

@@ -36,12 +36,12 @@ from cuqa_builder.annotation.tasks import DEFAULT_ANNOTATORS, candidate_id_of, r
 from cuqa_builder.errors import CuqaError
 from cuqa_builder.records import Candidate, CheckFailure, CuqaItem, Review
 from cuqa_builder.text import normalize_answer
-from cuqa_builder.validation.checks import Limits, check_edit
+from cuqa_builder.validation.checks import check_edit
+from cuqa_builder.validation.limits import Limits
 
 Status = Literal["accepted", "rejected", "tie", "pending", "incomplete", "sent_back"]
 UNDECIDED = "undecided"  # a submitted annotation without a verdict
 JUDGEMENTS = (ACCEPT, REJECT)
-REVIEW_REPORT = "review-report.json"  # beside cuqa.jsonl in the run directory
 MOST_DISAGREED = 10  # items the report lists for the lead to re-check
 _SHOWN_IDS = 8  # ids a summary line names before "and N more"
 

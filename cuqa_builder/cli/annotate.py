@@ -26,7 +26,6 @@ from cuqa_builder.annotation.client import (
 from cuqa_builder.annotation.config import load_labeling_config
 from cuqa_builder.annotation.guidelines import guidelines_html
 from cuqa_builder.annotation.review import (
-    REVIEW_REPORT,
     ReviewOutcome,
     ReviewRules,
     review_export,
@@ -38,14 +37,15 @@ from cuqa_builder.annotation.tasks import (
     build_tasks,
     select_candidates,
 )
+from cuqa_builder.cli.shell import add_verbosity_flags, run_command
 from cuqa_builder.errors import CuqaError
 from cuqa_builder.jsonio import JsonlError, atomic_write_json, read_jsonl, write_jsonl
 from cuqa_builder.overwrite_guard import refuse_shrinking
 from cuqa_builder.records import Candidate, CuqaItem
-from cuqa_builder.run import CANDIDATES, DATASET, MANIFEST, load_run_info
+from cuqa_builder.run import CANDIDATES, DATASET, MANIFEST, REVIEW_REPORT, load_run_info
 from cuqa_builder.stages.events import index_url_for
 from cuqa_builder.stages.fetch import Manifest
-from cuqa_builder.validation.checks import Limits
+from cuqa_builder.validation.limits import Limits
 
 URL_ENV = "LABEL_STUDIO_URL"
 TASKS_FILE = "label-studio-tasks.json"
@@ -77,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    add_verbosity_flags(parser)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     push = commands.add_parser("push", help="send candidates to a Label Studio project")
@@ -180,11 +181,8 @@ def source_links(run: Path) -> SourceLinks:
 
 def run_limits(run: Path) -> Limits:
     """The length limits the run was validated with (run.json), which edits must meet too."""
-    recorded = load_run_info(run).get("validation", {}).get("limits")
-    try:
-        return Limits(**recorded) if isinstance(recorded, dict) else Limits()
-    except (TypeError, ValueError):
-        return Limits()
+    validation = load_run_info(run).validation
+    return validation.limits if validation is not None else Limits()
 
 
 def apply_review(run: Path, export: Any, rules: ReviewRules, force: bool = False) -> str:
@@ -288,13 +286,12 @@ COMMANDS = {"push": push, "pull": pull, "export": export, "import": import_expor
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
+
+    def annotate_command(args: argparse.Namespace) -> int:
         print(COMMANDS[args.command](args))
-    # Config, export, candidates, and files that cannot be written: one line, no traceback.
-    except (CuqaError, ValueError, OSError) as exc:
-        print(f"cuqa-annotate: error: {exc}", file=sys.stderr)
-        return 1
-    return 0
+        return 0
+
+    return run_command("cuqa-annotate", args, annotate_command)
 
 
 if __name__ == "__main__":

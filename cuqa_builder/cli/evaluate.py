@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -18,18 +17,20 @@ from pathlib import Path
 from typing import Any
 
 from cuqa_builder import __version__
-from cuqa_builder.evaluation.datasets import DatasetError, load_items
+from cuqa_builder.cli.flags import add_flags, options_from
+from cuqa_builder.cli.shell import add_verbosity_flags, run_command
+from cuqa_builder.evaluation.datasets import load_items
 from cuqa_builder.evaluation.gap import GAP, evaluate_gap
-from cuqa_builder.evaluation.harness import EvalError, Evaluation, evaluate
+from cuqa_builder.evaluation.harness import Evaluation, evaluate
 from cuqa_builder.evaluation.records import EvalItem
 from cuqa_builder.evaluation.sweep import SWEEP, parse_values, sweep
-from cuqa_builder.llm.settings import LLMSettings, add_llm_arguments, settings_from_args
-from cuqa_builder.llm.types import GatewayStats, LLMError
+from cuqa_builder.llm.settings import LLMOptions, LLMSettings, resolve_settings
+from cuqa_builder.llm.types import GatewayStats
 from cuqa_builder.retrieval.bm25 import BM25Retriever, CorpusError, open_corpus
 from cuqa_builder.retrieval.wiki_search import WikiSearchRetriever
 from cuqa_builder.run import LLM_CACHE
-from cuqa_builder.solvers import METHODS, NO_RETRIEVAL, UnknownMethodError, get_solver
-from cuqa_builder.solvers.base import Retriever, SolverOptions, UnsupportedEndpoint
+from cuqa_builder.solvers import METHODS, NO_RETRIEVAL, get_solver
+from cuqa_builder.solvers.base import Retriever, SolverOptions
 from cuqa_builder.wiki.client import MediaWikiClient
 
 SUBCOMMANDS = ("run", "index", "gap", "sweep", "report")
@@ -44,10 +45,6 @@ subcommands (run is the default, so `cuqa-eval --data ... --method ... --out ...
 
 A killed run resumes: run the same command again. `cuqa-eval SUBCOMMAND -h` for its flags.
 """
-# The errors a user can fix (bad input, report included, are ValueErrors); anything else is a
-# bug and keeps its traceback.
-USER_ERRORS = (DatasetError, CorpusError, EvalError, LLMError, UnknownMethodError, ValueError,
-               OSError, UnsupportedEndpoint)
 
 
 # --- arguments ---------------------------------------------------------------------------
@@ -85,9 +82,9 @@ def _evaluation_arguments(method_default: str | None) -> argparse.ArgumentParser
     judge = parent.add_argument_group("judge")
     judge.add_argument("--judge-model",
                        help="model that judges Acc, at the same endpoint (default: no Acc)")
-    add_llm_arguments(parent)
+    add_flags(parent.add_argument_group("LLM"), LLMOptions)
     parent.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    parent.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    add_verbosity_flags(parent)
     return parent
 
 
@@ -174,7 +171,7 @@ async def open_session(args: argparse.Namespace) -> AsyncIterator[Session]:
     items = load_items(args.data, split=args.split, limit=args.limit)
     options = solver_options(args)
     args.out.mkdir(parents=True, exist_ok=True)
-    settings = settings_from_args(args, default_cache=args.out / LLM_CACHE)
+    settings = resolve_settings(args.llm_options, default_cache=args.out / LLM_CACHE)
     async with AsyncExitStack() as stack:
         retriever, retriever_info = open_retriever(args, stack)
         gateway = await stack.enter_async_context(open_gateway(settings))
@@ -262,25 +259,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if getattr(args, "verbose", False) else logging.INFO,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
-    # httpx logs one INFO line per HTTP request, which drowns the summary; bm25s sets its own
-    # logger to DEBUG and would print its indexing steps.
-    for chatty in ("httpx", "httpx2", "bm25s"):
-        logging.getLogger(chatty).setLevel(logging.WARNING)
-    try:
+    if hasattr(args, "concurrency"):  # a command that calls an LLM: its flags checked up front
+        args.llm_options = options_from(parser, LLMOptions, args)
+
+    def evaluate_command(args: argparse.Namespace) -> int:
         print(asyncio.run(COMMANDS[args.command](args)))
-    except KeyboardInterrupt:
-        print("\ncuqa-eval: interrupted; run the same command to resume", file=sys.stderr)
-        return 130
-    except USER_ERRORS as exc:
-        if getattr(args, "verbose", False):
-            raise
-        print(f"cuqa-eval: error: {exc}", file=sys.stderr)
-        return 1
-    return 0
+        return 0
+
+    return run_command("cuqa-eval", args, evaluate_command)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ class RetrievalError(CuqaError, RuntimeError):
     it ends the one question being solved, not the whole evaluation."""
 
 
-class UnsupportedEndpoint(RuntimeError):
+class UnsupportedEndpoint(CuqaError, RuntimeError):
     """The endpoint lacks something a method needs (token logprobs): no question can be
     solved this way, so the whole evaluation stops with this message."""
 

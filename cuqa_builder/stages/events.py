@@ -154,17 +154,17 @@ def entity_extractor(model_name: str) -> EntityExtractor:
 
 
 def run(ctx: RunContext) -> str:
-    options = ctx.options
+    options = ctx.options.source
     source = options.source or ctx.pages_dir
     parsed, report = parse_snapshot(
         source, parse_sources(options.sources), ctx.window, index_url_for(options.wiki_api),
-        options.quiet,
+        ctx.options.quiet,
     )
     in_window = [event for event in parsed if ctx.window.contains(event.date)]
     kept = unique_by_id(in_window)
     if kept:
         extractor = entity_extractor(options.spacy_model)
-        with tqdm(total=len(kept), unit="event", desc="entities", disable=options.quiet) as bar:
+        with tqdm(total=len(kept), unit="event", desc="entities", disable=ctx.options.quiet) as bar:
             kept = extractor.for_events(kept, progress=bar.update)
     # A stable sort after page-order parsing keeps each page's own order within a day.
     kept.sort(key=lambda event: (event.date, event.source.title))
@@ -178,10 +178,10 @@ def run(ctx: RunContext) -> str:
 def _save_snapshot_manifest(ctx: RunContext, report: ParseReport) -> None:
     """Which page revisions the snapshot held, so `--revisions` can fetch the same ones."""
     manifest = Manifest(
-        api=ctx.options.wiki_api,
+        api=ctx.options.source.wiki_api,
         fetched=now(),
         pages=dict(sorted(report.revisions.items())),
-        snapshot=str(ctx.options.source),
+        snapshot=str(ctx.options.source.source),
     )
     atomic_write_json(ctx.path(MANIFEST), manifest.model_dump())
 

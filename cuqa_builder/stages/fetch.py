@@ -15,6 +15,7 @@ from pathlib import Path
 from pydantic import ValidationError
 from tqdm import tqdm
 
+from cuqa_builder.errors import describe_validation_error
 from cuqa_builder.jsonio import atomic_write_json
 from cuqa_builder.records import Record
 from cuqa_builder.run import MANIFEST, RunContext
@@ -54,12 +55,13 @@ def read_manifest(path: Path) -> dict[str, int]:
     except OSError as exc:
         raise ValueError(f"cannot read --revisions {path}: {exc.strerror}") from None
     except ValidationError as exc:
-        reason = exc.errors()[0]["msg"]
-        raise ValueError(f"--revisions {path} is not a manifest.json ({reason})") from None
+        raise ValueError(
+            f"--revisions {path} is not a manifest.json ({describe_validation_error(exc)})"
+        ) from None
 
 
 def run(ctx: RunContext) -> str:
-    options = ctx.options
+    options = ctx.options.source
     if options.source:
         # --source promises an offline run: never reach for the network behind the user's back.
         raise ValueError("fetch downloads pages from --wiki-api; with --source DIR the pages "
@@ -73,9 +75,11 @@ def run(ctx: RunContext) -> str:
     _save_manifest(ctx, manifest, wanted)
     requests_made = 0
     if todo:
-        with MediaWikiClient(
+        client = MediaWikiClient(
             options.wiki_api, contact=options.contact, min_interval_s=options.wiki_interval
-        ) as client, tqdm(total=len(todo), unit="page", desc="fetch", disable=options.quiet) as bar:
+        )
+        bar = tqdm(total=len(todo), unit="page", desc="fetch", disable=ctx.options.quiet)
+        with client, bar:
             batches = (
                 client.fetch_revisions({title: wanted[title] for title in todo})
                 if options.revisions
@@ -96,9 +100,10 @@ def run(ctx: RunContext) -> str:
 
 def _wanted(ctx: RunContext) -> dict[str, int | None]:
     """Title -> the revid to fetch (None: the latest), in fetch order."""
-    if ctx.options.revisions:
-        return dict(read_manifest(ctx.options.revisions))
-    return dict.fromkeys(window_titles(ctx.window, ctx.options.sources))
+    options = ctx.options.source
+    if options.revisions:
+        return dict(read_manifest(options.revisions))
+    return dict.fromkeys(window_titles(ctx.window, options.sources))
 
 
 def _pages_on_disk(pages_dir: Path, wanted: dict[str, int | None]) -> dict[str, int]:

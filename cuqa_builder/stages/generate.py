@@ -29,13 +29,20 @@ from cuqa_builder.generation.algorithm import (
 from cuqa_builder.generation.hard import choose_pairs, merge_pair
 from cuqa_builder.jsonio import JsonlAppender, atomic_write_text, read_jsonl
 from cuqa_builder.llm.gateway import open_gateway
-from cuqa_builder.llm.settings import settings_from_args
+from cuqa_builder.llm.settings import resolve_settings
 from cuqa_builder.llm.types import GatewayStats
 from cuqa_builder.ner import EntityExtractor
 from cuqa_builder.records import Candidate, Entity, Event
-from cuqa_builder.run import CANDIDATES, EVENTS, LLM_CACHE, RunContext, save_run_info
+from cuqa_builder.run import (
+    CANDIDATES,
+    EVENTS,
+    GENERATION_FAILURES,
+    LLM_CACHE,
+    GenerationInfo,
+    RunContext,
+    save_run_info,
+)
 
-FAILURES = "generation-failures.jsonl"
 # Events in flight per allowed concurrent call: an event waits on one call at a time for most
 # of its life, so twice as many events as call slots keeps every slot busy.
 EVENTS_PER_CALL_SLOT = 2
@@ -109,17 +116,11 @@ class PassageEntities:
         self._thread.shutdown(wait=False, cancel_futures=True)
 
 
-def _read_events(ctx: RunContext) -> list[Event]:
-    path = ctx.path(EVENTS)
-    if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist: run the events stage first")
-    return read_jsonl(path, Event)
-
-
 def _select_events(ctx: RunContext, events: list[Event], tally: Tally) -> list[Event]:
     """The first --limit events of the file, minus those Algorithm 1 cannot use."""
-    if ctx.options.limit is not None:
-        events = events[: ctx.options.limit]
+    limit = ctx.options.generate.limit
+    if limit is not None:
+        events = events[:limit]
     tally.selected = len(events)
     usable: dict[str, Event] = {}
     for event in events:
@@ -148,8 +149,8 @@ class _Writer:
     def __init__(self, ctx: RunContext, tally: Tally) -> None:
         self.tally = tally
         self.candidates = JsonlAppender(ctx.path(CANDIDATES))
-        atomic_write_text(ctx.path(FAILURES), "")  # the failures of this run only
-        self.failures = JsonlAppender(ctx.path(FAILURES))
+        atomic_write_text(ctx.path(GENERATION_FAILURES), "")  # the failures of this run only
+        self.failures = JsonlAppender(ctx.path(GENERATION_FAILURES))
 
     def done(self, item: Candidate) -> None:
         self.candidates.append(item)
@@ -206,7 +207,7 @@ def _hard_jobs(
     ctx: RunContext, generator: Generator, entities: dict[str, list[Entity]]
 ) -> list[_Job]:
     """Pairs still to merge; hard items already in the file count towards --hard."""
-    requested = ctx.options.hard
+    requested = ctx.options.generate.hard
     items = read_jsonl(ctx.path(CANDIDATES), Candidate)
     done = {item.id for item in items if item.difficulty == "hard"}
     easy = [item for item in items if item.difficulty == "easy"]
@@ -218,30 +219,29 @@ def _hard_jobs(
 
 
 async def _run(ctx: RunContext, tally: Tally) -> tuple[str, GatewayStats]:
-    all_events = _read_events(ctx)
+    all_events = read_jsonl(ctx.path(EVENTS), Event)
     events = _select_events(ctx, all_events, tally)
-    seed = ctx.options.seed
+    seed = ctx.options.generate.seed
     done = {item.id for item in read_jsonl(ctx.path(CANDIDATES), Candidate)}
     todo = [e for e in events if candidate_id(seed, e.id) not in done]
     tally.already_done = len(events) - len(todo)
-    tally.hard_requested = ctx.options.hard
-    settings = settings_from_args(ctx.options, default_cache=ctx.path(LLM_CACHE))
+    tally.hard_requested = ctx.options.generate.hard
+    settings = resolve_settings(ctx.options.llm, default_cache=ctx.path(LLM_CACHE))
     in_flight = EVENTS_PER_CALL_SLOT * settings.concurrency
-    find_entities = PassageEntities(ctx.options.spacy_model)
+    find_entities = PassageEntities(ctx.options.source.spacy_model)
     writer = _Writer(ctx, tally)
     try:
         async with open_gateway(settings) as gateway:
             generator = Generator(gateway, find_entities, seed=seed, cutoff=ctx.window.label)
-            save_run_info(ctx.out, generation={
-                "model": gateway.model, "seed": seed,
-                "sampling": generator.sampling.model_dump(),
-                "prompts": generator.prompt_hashes, "hard": ctx.options.hard,
-            })
+            save_run_info(ctx.out, generation=GenerationInfo(
+                model=gateway.model, seed=seed, sampling=generator.sampling.model_dump(),
+                prompts=generator.prompt_hashes, hard=ctx.options.generate.hard,
+            ))
             if todo:
                 find_entities.start()  # the pipeline loads while the first calls are answered
             await _run_jobs(ctx, "generate", _easy_jobs(generator, todo), writer, in_flight,
                             gateway.stats)
-            if ctx.options.hard:
+            if ctx.options.generate.hard:
                 entities = {e.id: e.entities for e in all_events}
                 await _run_jobs(ctx, "hard", _hard_jobs(ctx, generator, entities), writer,
                                 in_flight, gateway.stats)
@@ -265,7 +265,7 @@ def _summary(ctx: RunContext, tally: Tally, model: str, stats: GatewayStats, wal
         lines.append(f"  hard: {tally.hard_written} new (requested {tally.hard_requested}), "
                      f"{tally.hard_failed} failed")
     if tally.failed or tally.hard_failed:
-        lines.append(f"  failures: {ctx.path(FAILURES)} (run again to retry them)")
+        lines.append(f"  failures: {ctx.path(GENERATION_FAILURES)} (run again to retry them)")
     lines.append(
         f"  LLM {model}: {stats.calls} calls, {stats.cache_hits} cache hits, "
         f"{stats.prompt_tokens} tokens in, {stats.completion_tokens} out, ${stats.cost:.4f}; "

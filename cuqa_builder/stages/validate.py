@@ -8,27 +8,34 @@ cache, so a killed or repeated run asks the target model nothing twice.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
-from dataclasses import asdict
 from pathlib import Path
 
-from cuqa_builder.annotation.review import REVIEW_REPORT, ReviewReport
+from cuqa_builder.annotation.review import ReviewReport
 from cuqa_builder.jsonio import iter_jsonl, read_jsonl, write_jsonl
 from cuqa_builder.llm.settings import (
     API_TIMEOUT_S,
     LOCAL_TIMEOUT_S,
     LLMSettings,
     local_model_name,
-    settings_from_args,
+    resolve_settings,
 )
 from cuqa_builder.llm.types import GatewayStats
 from cuqa_builder.prompts import load_prompt
 from cuqa_builder.records import Candidate, CuqaItem
-from cuqa_builder.run import CANDIDATES, DATASET, LLM_CACHE, RunContext, save_run_info
-from cuqa_builder.validation.checks import CHECK_NAMES, CheckReport, Limits, check_all
+from cuqa_builder.run import (
+    CANDIDATES,
+    DATASET,
+    LLM_CACHE,
+    REVIEW_REPORT,
+    RunContext,
+    ValidationInfo,
+    save_run_info,
+)
+from cuqa_builder.stages.options import BuildOptions
+from cuqa_builder.validation.checks import CHECK_NAMES, CheckReport, check_all
 from cuqa_builder.validation.probes import (
     CLOSED_BOOK,
     PROBE_CHECKS,
@@ -38,14 +45,6 @@ from cuqa_builder.validation.probes import (
     probe_all,
     record_probes,
 )
-
-
-def limits_from_options(options: argparse.Namespace) -> Limits:
-    return Limits(
-        min_question_words=options.min_question_words,
-        max_question_words=options.max_question_words,
-        max_answer_words=options.max_answer_words,
-    )
 
 
 def _with_model(
@@ -66,19 +65,21 @@ def _with_model(
 
 
 def probe_settings(
-    options: argparse.Namespace, cache: Path
+    options: BuildOptions, cache: Path
 ) -> tuple[LLMSettings, LLMSettings | None]:
     """The probe model's settings (`--probe-base-url`, else the generation endpoint) and the
     judge's, at the probe's endpoint; None without `--judge-model`."""
-    base = settings_from_args(options, default_cache=cache)
-    probe = _with_model(base, options.probe_model, options.probe_base_url, options.timeout)
-    if not options.judge_model:
+    checks, timeout = options.checks, options.llm.timeout
+    assert checks.probe_model is not None
+    base = resolve_settings(options.llm, default_cache=cache)
+    probe = _with_model(base, checks.probe_model, checks.probe_base_url, timeout)
+    if not checks.judge_model:
         return probe, None
-    return probe, _with_model(probe, options.judge_model, None, options.timeout)
+    return probe, _with_model(probe, checks.judge_model, None, timeout)
 
 
 async def _probe(
-    options: argparse.Namespace, cache: Path, candidates: Sequence[Candidate], report: CheckReport
+    options: BuildOptions, cache: Path, candidates: Sequence[Candidate], report: CheckReport
 ) -> tuple[str, str, GatewayStats]:
     """Probe the candidates that passed the checks; returns the model, judge and usage."""
     # Imported here: `openai` takes a while to load and only probing needs it.
@@ -126,15 +127,13 @@ def _summary(report: CheckReport, passed: int, dataset: str, probes: str | None)
 
 def run(ctx: RunContext) -> str:
     path = ctx.path(CANDIDATES)
-    if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist: run the generate stage first")
     candidates = read_jsonl(path, Candidate)
     options = ctx.options
-    limits = limits_from_options(options)
+    limits = options.checks.limits
     report = check_all(candidates, limits)
-    settings: dict[str, object] = {"limits": asdict(limits)}
+    settings = ValidationInfo(limits=limits)
     probes_line = None
-    if options.probe_model:
+    if options.checks.probe_model:
         model, judge_name, stats = asyncio.run(
             _probe(options, ctx.path(LLM_CACHE), candidates, report)
         )
@@ -144,7 +143,9 @@ def run(ctx: RunContext) -> str:
             f"{stats.calls} calls, {stats.cache_hits} from the cache"
         )
         prompts = {name: load_prompt(name).sha256 for name in (CLOSED_BOOK, WITH_UNKNOWN_ANSWER)}
-        settings.update(probe_model=model, judge=judge_name, prompts=prompts)
+        settings = settings.model_copy(
+            update={"probe_model": model, "judge": judge_name, "prompts": prompts}
+        )
     save_run_info(ctx.out, validation=settings)  # what the release's card reports
     validated = [
         candidate.model_copy(update={"validation": validation})

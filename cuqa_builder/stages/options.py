@@ -1,0 +1,96 @@
+"""What each stage of `cuqa-build` may be told: one typed, frozen options model per stage.
+
+`cli/build.py` builds these once from the command line (its flags, defaults and help are derived
+from the fields below) and the stages read nothing else. Kept free of heavy imports, so that
+`cuqa-build --help` stays instant.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cuqa_builder.llm.settings import LLMOptions
+from cuqa_builder.validation.limits import Limits
+
+WIKIPEDIA_API = "https://en.wikipedia.org/w/api.php"
+
+
+class StageOptions(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class SourceOptions(StageOptions):
+    """Where pages come from (fetch and events)."""
+
+    source: Path | None = Field(
+        None, description="read a snapshot directory (NAME.wiki + NAME.json) offline"
+    )
+    wiki_api: str = Field(WIKIPEDIA_API, description="MediaWiki api.php URL")
+    sources: str = Field(
+        "year,portal", description="page kinds: year articles, Current events portal pages"
+    )
+    revisions: Path | None = Field(
+        None, description="manifest.json of an earlier run: fetch those revisions"
+    )
+    contact: str | None = Field(
+        None, description="contact put in the User-Agent (default: $CUQA_CONTACT or the "
+        "project's URL)",
+    )
+    wiki_interval: float = Field(
+        1.0, ge=0, description="minimum pause between two MediaWiki API requests",
+        json_schema_extra={"flag": {"metavar": "SECONDS"}},
+    )
+    spacy_model: str = Field("en_core_web_sm", description="spaCy pipeline for NER")
+
+
+class GenerateOptions(StageOptions):
+    """Algorithm 1's run: which events, which seed, how many hard items."""
+
+    limit: int | None = Field(
+        None, ge=0, description="generate from at most N events",
+        json_schema_extra={"flag": {"metavar": "N"}},
+    )
+    seed: int = Field(
+        0, description="base random seed (default: the run's recorded seed, else 0)",
+        json_schema_extra={"flag": {"default": None}},  # None on the command line: not given
+    )
+    hard: int = Field(
+        0, ge=0, description="also merge N pairs of easy items into hard ones",
+        json_schema_extra={"flag": {"metavar": "N"}},
+    )
+
+
+class ValidateOptions(StageOptions):
+    """The automatic checks' limits and the optional probes of a target model."""
+
+    limits: Limits = Field(default_factory=Limits)
+    probe_model: str | None = Field(
+        None, description="target model asked closed-book by the probes (local[:NAME]: an "
+        "embedded model)",
+    )
+    probe_base_url: str | None = Field(
+        None, description="endpoint of the probe model (default: --base-url)"
+    )
+    judge_model: str | None = Field(
+        None, description="LLM judge for probe answers (default: normalised match)"
+    )
+
+
+class ReleaseOptions(StageOptions):
+    name: str | None = Field(None, description="dataset name: writes OUTPUT_ROOT/NAME/")
+    output_root: Path = Field(Path("output"), description="where releases go")
+
+
+class BuildOptions(StageOptions):
+    """Everything one `cuqa-build` invocation was told, stage by stage."""
+
+    source: SourceOptions = Field(default_factory=SourceOptions)
+    llm: LLMOptions = Field(default_factory=LLMOptions)
+    generate: GenerateOptions = Field(default_factory=GenerateOptions)
+    checks: ValidateOptions = Field(default_factory=ValidateOptions)
+    release: ReleaseOptions = Field(default_factory=ReleaseOptions)
+    quiet: bool = Field(
+        False, description="no progress bars", json_schema_extra={"flag": {"aliases": ("-q",)}}
+    )
