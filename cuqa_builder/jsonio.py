@@ -89,12 +89,29 @@ def _drop_unfinished_tail(path: Path) -> None:
         fh.truncate(keep)
 
 
+def _file_mode() -> int:
+    """The mode an ordinary `open` would give a new file: outputs are meant to be shared (a
+    release above all), not kept owner-only like the temporary file they are written through.
+    The umask is read from /proc where it can be, since setting it to read it is not thread-safe."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    current = os.umask(0o022)
+    os.umask(current)
+    return 0o666 & ~current
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
+            os.fchmod(fh.fileno(), _file_mode())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -103,6 +120,14 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 def atomic_write_json(path: Path, data: Any) -> None:
     atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def count_records(path: Path) -> int:
+    """Non-empty lines of a JSONL file (0 when it does not exist), without parsing them."""
+    if not path.exists():
+        return 0
+    with path.open("rb") as fh:
+        return sum(1 for line in fh if line.strip())
 
 
 def write_jsonl(path: Path, records: Iterable[BaseModel]) -> int:

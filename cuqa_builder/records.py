@@ -21,8 +21,8 @@ class Record(BaseModel):
 class PageMeta(Record):
     """Sidecar `NAME.json` of a snapshot page."""
 
-    title: str
-    revid: int
+    title: str = Field(min_length=1)
+    revid: int = Field(gt=0, description="MediaWiki revision id")
     timestamp: str
     sha256: str | None = None
 

@@ -7,7 +7,6 @@ that `--source` can read offline.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +14,7 @@ from urllib.parse import quote
 
 from pydantic import ValidationError
 
-from cuqa_builder.errors import CuqaError
+from cuqa_builder.errors import CuqaError, describe_validation_error
 from cuqa_builder.jsonio import atomic_write_json, atomic_write_text
 from cuqa_builder.records import Page, PageMeta
 
@@ -58,10 +57,15 @@ def read_page(wiki_path: Path) -> Page:
     if not sidecar.exists():
         raise SnapshotError(f"{wiki_path.name}: no sidecar {sidecar.name}")
     try:
-        meta = PageMeta.model_validate(json.loads(sidecar.read_text(encoding="utf-8")))
-    except (json.JSONDecodeError, ValidationError) as exc:
-        raise SnapshotError(f"{sidecar.name}: invalid sidecar ({_first_line(exc)})") from None
-    text = wiki_path.read_text(encoding="utf-8")
+        meta = PageMeta.model_validate_json(sidecar.read_bytes())
+    except ValidationError as exc:
+        raise SnapshotError(
+            f"{sidecar.name}: invalid sidecar ({describe_validation_error(exc)})"
+        ) from None
+    try:
+        text = wiki_path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise SnapshotError(f"{wiki_path.name}: not UTF-8 text (byte {exc.start})") from None
     if meta.sha256 and meta.sha256 != sha256_text(text):
         raise SnapshotError(f"{wiki_path.name}: sha256 does not match its sidecar")
     return Page(meta=meta, wikitext=text)
@@ -80,5 +84,3 @@ def iter_snapshot(directory: Path) -> Iterator[Page | SnapshotError]:
             )
 
 
-def _first_line(exc: Exception) -> str:
-    return str(exc).splitlines()[0]

@@ -24,6 +24,8 @@ def parse_cutoff(text: str) -> date:
         year, month = int(m[1]), int(m[2])
         if not 1 <= month <= 12:
             raise WindowError(f"invalid cutoff {text!r}: month must be 01-12")
+        if year < 1:
+            raise WindowError(f"invalid cutoff {text!r}: there is no year 0")
         return date(year, month, calendar.monthrange(year, month)[1])
     if _DAY.match(text):
         try:

@@ -571,8 +571,8 @@ def test_an_empty_export_never_replaces_reviewed_items(
 
     assert import_export(run, []) == 1
     err = capsys.readouterr().err
-    assert "its 4 reviewed items would become 0" in err
-    assert "dropping cand-0001, cand-0002, cand-0003, cand-0004" in err
+    assert "it holds 4 reviewed items and this run has 0" in err
+    assert "(4 would be dropped: cand-0001, cand-0002, cand-0003, cand-0004)" in err
     assert "--force" in err and len(err.strip().splitlines()) == 1
     assert (run / "cuqa.jsonl").read_text() == before
     assert (run / "review-report.json").read_text() == report_before
@@ -587,7 +587,8 @@ def test_a_much_smaller_review_is_refused_and_a_similar_one_is_not(
     assert import_export(run, four_accepted()) == 0
     one_left = four_accepted()[:1]
     assert import_export(run, one_left) == 1
-    assert "its 4 reviewed items would become 1" in capsys.readouterr().err
+    assert "it holds 4 reviewed items and this run has 1 (3 would be dropped: cand-0002," in (
+        capsys.readouterr().err)
     assert len(released(run)) == 4
     assert import_export(run, four_accepted()[:2]) == 0  # half is not "much smaller"
     assert len(released(run)) == 2
@@ -599,7 +600,8 @@ def test_a_first_review_may_keep_fewer_than_validate_passed_but_not_none(
     passed = [candidate(n).to_item() for n in range(1, 8)]  # what validate writes: unreviewed
     write_jsonl(run / "cuqa.jsonl", passed)
     assert import_export(run, []) == 1
-    assert "its 7 items would become 0" in capsys.readouterr().err
+    assert "it holds 7 items and this run has 0 (7 would be dropped: cand-0001" in (
+        capsys.readouterr().err)
     assert import_export(run, [two_accepts(1, "cand-0001")]) == 0
     assert list(released(run)) == ["cand-0001"]
 

@@ -40,9 +40,15 @@ from cuqa_builder.annotation.tasks import (
 from cuqa_builder.cli.shell import add_verbosity_flags, run_command
 from cuqa_builder.errors import CuqaError
 from cuqa_builder.jsonio import JsonlError, atomic_write_json, read_jsonl, write_jsonl
-from cuqa_builder.overwrite_guard import refuse_shrinking
 from cuqa_builder.records import Candidate, CuqaItem
-from cuqa_builder.run import CANDIDATES, DATASET, MANIFEST, REVIEW_REPORT, load_run_info
+from cuqa_builder.run import (
+    CANDIDATES,
+    DATASET,
+    MANIFEST,
+    REVIEW_REPORT,
+    load_run_info,
+    refuse_shrinking,
+)
 from cuqa_builder.stages.events import index_url_for
 from cuqa_builder.stages.fetch import Manifest
 from cuqa_builder.validation.limits import Limits
@@ -189,17 +195,18 @@ def apply_review(run: Path, export: Any, rules: ReviewRules, force: bool = False
     """What pull and import do with an export: write the accepted items and the report."""
     rules = replace(rules, limits=run_limits(run))
     outcome = review_export(export, read_candidates(run), load_labeling_config(), rules)
-    if not force:
-        refuse_losing_reviewed_items(run / DATASET, outcome)
+    refuse_losing_reviewed_items(run / DATASET, outcome, force)
     written = write_jsonl(run / DATASET, outcome.items)
     atomic_write_json(run / REVIEW_REPORT, outcome.report.model_dump(mode="json"))
     return (f"{outcome.report.summary()}\nwrote {written} accepted items to {run / DATASET} "
             f"and the report to {run / REVIEW_REPORT}")
 
 
-def refuse_losing_reviewed_items(path: Path, outcome: ReviewOutcome) -> None:
+def refuse_losing_reviewed_items(path: Path, outcome: ReviewOutcome, force: bool) -> None:
     """Reviewed items are people's work: a new review may not empty or halve them. Items that
     only passed the checks (written by validate) may be replaced by fewer, but not by none."""
+    if force:
+        return
     try:
         old = read_jsonl(path, CuqaItem)
     except JsonlError as exc:
@@ -207,11 +214,10 @@ def refuse_losing_reviewed_items(path: Path, outcome: ReviewOutcome) -> None:
     reviewed = [item.id for item in old if item.review.status != "unreviewed"]
     new = [item.id for item in outcome.items]
     baseline = reviewed or ([item.id for item in old] if not new else [])
-    report = outcome.report
+    kept = set(new)
     refuse_shrinking(
-        path, baseline, new, noun="reviewed items" if reviewed else "items",
-        why=f"this export: {report.tasks} tasks, {report.accepted} accepted, "
-        f"{report.incomplete} need more reviews, {report.pending} pending",
+        path, len(baseline), len(new), "reviewed items" if reviewed else "items", force,
+        dropped=[item for item in baseline if item not in kept],
     )
 
 

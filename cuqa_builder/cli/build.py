@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from cuqa_builder.cli.flags import add_flags, options_from
 from cuqa_builder.cli.shell import add_verbosity_flags, run_command
 from cuqa_builder.errors import CuqaError, UsageError
 from cuqa_builder.llm.settings import LLMOptions
-from cuqa_builder.run import RunContext, load_run_info, save_run_info
+from cuqa_builder.run import RunContext, load_run_info, save_run_info, set_aside_candidates
 from cuqa_builder.stages.options import (
     BuildOptions,
     GenerateOptions,
@@ -59,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="stage to run (default: all)")
     add_flags(run, GenerateOptions)
     add_verbosity_flags(run)
-    add_flags(run, BuildOptions, only=["quiet"])
+    add_flags(run, BuildOptions, only=["quiet", "force", "reseed"])
     source = parser.add_argument_group("Wikipedia source")
     where = source.add_mutually_exclusive_group()
     add_flags(where, SourceOptions, only=["source", "wiki_api"])
@@ -83,6 +84,8 @@ def _options(parser: argparse.ArgumentParser, args: argparse.Namespace, seed: in
         ),
         release=options_from(parser, ReleaseOptions, args),
         quiet=args.quiet,
+        force=args.force,
+        reseed=args.reseed,
     )
 
 
@@ -108,17 +111,42 @@ def _plan(stage: str, options: BuildOptions) -> list[Stage]:
 def _start_run(args: argparse.Namespace, options: BuildOptions) -> RunContext:
     """The window and options of this run; run.json records the cutoff, window and seed, and
     a resumed run keeps the ones it started with."""
+    if args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"--out {args.out} is a file; give a directory for the run")
     recorded = load_run_info(args.out)
     cutoff = args.cutoff or recorded.cutoff
     if not cutoff:
         raise UsageError("--cutoff is required for a new run directory")
     window = Window.parse(cutoff, args.until or recorded.until)
+    if recorded.cutoff and window.label != recorded.cutoff:
+        raise UsageError(
+            f"{args.out} was built for cutoff {recorded.cutoff}; a run for --cutoff "
+            f"{window.label} needs another --out"
+        )
     seed = args.seed if args.seed is not None else (recorded.seed or 0)
+    if recorded.seed is not None and seed != recorded.seed:
+        _change_seed(args.out, recorded.seed, seed, options.reseed)
     generate = options.generate.model_copy(update={"seed": seed})
     options = options.model_copy(update={"generate": generate})
     args.out.mkdir(parents=True, exist_ok=True)
     save_run_info(args.out, cutoff=window.label, until=window.until.isoformat(), seed=seed)
     return RunContext(out=args.out, window=window, options=options)
+
+
+def _change_seed(out: Path, old: int, new: int, reseed: bool) -> None:
+    """A new seed would mix two seeds' candidates (two items for one event): refused, unless
+    `--reseed` says to set the old ones aside and start afresh."""
+    if not reseed:
+        raise UsageError(
+            f"{out} was generated with --seed {old}; --seed {new} would mix two seeds' "
+            "candidates: use another --out, or add --reseed to set the old ones aside"
+        )
+    set_aside = set_aside_candidates(out, old)
+    logging.getLogger(__name__).warning(
+        "--reseed: seed %d -> %d; %s", old, new,
+        f"kept the old candidates as {', '.join(map(str, set_aside))}" if set_aside
+        else "no candidates to set aside",
+    )
 
 
 class StageFailed(CuqaError):

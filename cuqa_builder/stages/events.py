@@ -20,7 +20,13 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 from cuqa_builder.jsonio import atomic_write_json, write_jsonl
 from cuqa_builder.ner import EntityExtractor
 from cuqa_builder.records import Event, Page
-from cuqa_builder.run import EVENTS, MANIFEST, RunContext
+from cuqa_builder.run import (
+    EVENTS,
+    MANIFEST,
+    NothingProducedError,
+    RunContext,
+    check_replacement,
+)
 from cuqa_builder.snapshot import SnapshotError, iter_snapshot, page_kind
 from cuqa_builder.stages.fetch import Manifest, now
 from cuqa_builder.wiki.portal import parse_portal, portal_day
@@ -168,11 +174,28 @@ def run(ctx: RunContext) -> str:
             kept = extractor.for_events(kept, progress=bar.update)
     # A stable sort after page-order parsing keeps each page's own order within a day.
     kept.sort(key=lambda event: (event.date, event.source.title))
+    if not kept:
+        raise NothingProducedError(_why_no_events(source, report, len(parsed)))
+    summary = summarize(ctx, report, kept, outside=len(parsed) - len(in_window),
+                        duplicates=len(in_window) - len(kept))
+    check_replacement(ctx.path(EVENTS), len(kept), "events", ctx.options.force)
     write_jsonl(ctx.path(EVENTS), kept)
     if options.source:  # a fetched run already has the manifest of what it fetched
         _save_snapshot_manifest(ctx, report)
-    return summarize(ctx, report, kept, outside=len(parsed) - len(in_window),
-                     duplicates=len(in_window) - len(kept))
+    return summary
+
+
+def _why_no_events(source: Path, report: ParseReport, parsed: int) -> str:
+    pages = report.pages_read + sum(report.skipped.values()) + report.pages_outside
+    if not pages:
+        return f"{source} holds no pages (a snapshot is NAME.wiki + NAME.json pairs); " \
+            "nothing written"
+    return (
+        f"no events in the window from {source}: {report.pages_read} pages read, "
+        f"{sum(report.skipped.values())} skipped{_reasons(report.skipped)}, "
+        f"{report.pages_outside} day pages outside the window, {parsed} events outside it; "
+        "nothing written"
+    )
 
 
 def _save_snapshot_manifest(ctx: RunContext, report: ParseReport) -> None:

@@ -13,9 +13,10 @@ from __future__ import annotations
 import asyncio
 import importlib
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 
 from pydantic import BaseModel, Field
@@ -39,6 +40,7 @@ from cuqa_builder.run import (
     GENERATION_FAILURES,
     LLM_CACHE,
     GenerationInfo,
+    NothingProducedError,
     RunContext,
     save_run_info,
 )
@@ -71,6 +73,15 @@ class Tally:
     hard_requested: int = 0
     hard_written: int = 0
     hard_failed: int = 0
+    reasons: Counter[str] = field(default_factory=Counter)  # "step: reason" of each failure
+
+    @property
+    def written(self) -> int:
+        return self.aab + self.abc + self.hard_written
+
+    def most_common_failure(self) -> str:
+        (reason, count), = self.reasons.most_common(1)
+        return f"{reason} ({count} of {sum(self.reasons.values())} failures)"
 
     def count(self, item: Candidate) -> None:
         if item.difficulty == "hard":
@@ -165,6 +176,7 @@ class _Writer:
             self.tally.hard_failed += 1
         else:
             self.tally.failed += 1
+        self.tally.reasons[f"{error.step}: {_short(error.reason)}"] += 1
 
     def close(self) -> None:
         self.candidates.close()
@@ -265,6 +277,7 @@ def _summary(ctx: RunContext, tally: Tally, model: str, stats: GatewayStats, wal
         lines.append(f"  hard: {tally.hard_written} new (requested {tally.hard_requested}), "
                      f"{tally.hard_failed} failed")
     if tally.failed or tally.hard_failed:
+        lines.append(f"  most common failure: {tally.most_common_failure()}")
         lines.append(f"  failures: {ctx.path(GENERATION_FAILURES)} (run again to retry them)")
     lines.append(
         f"  LLM {model}: {stats.calls} calls, {stats.cache_hits} cache hits, "
@@ -274,8 +287,20 @@ def _summary(ctx: RunContext, tally: Tally, model: str, stats: GatewayStats, wal
     return "\n".join(lines)
 
 
+def _short(reason: str, limit: int = 160) -> str:
+    reason = " ".join(reason.split())
+    return reason if len(reason) <= limit else reason[: limit - 1] + "…"
+
+
 def run(ctx: RunContext) -> str:
     started = time.perf_counter()
     tally = Tally()
     model, stats = asyncio.run(_run(ctx, tally))
-    return _summary(ctx, tally, model, stats, time.perf_counter() - started)
+    summary = _summary(ctx, tally, model, stats, time.perf_counter() - started)
+    if tally.reasons and not tally.written:  # every item it tried failed: say why, exit 1
+        raise NothingProducedError(
+            f"no candidate could be made: {tally.failed + tally.hard_failed} failed, most "
+            f"commonly {tally.most_common_failure()}; details in "
+            f"{ctx.path(GENERATION_FAILURES)}; run the same command to retry"
+        )
+    return summary

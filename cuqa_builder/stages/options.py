@@ -94,3 +94,11 @@ class BuildOptions(StageOptions):
     quiet: bool = Field(
         False, description="no progress bars", json_schema_extra={"flag": {"aliases": ("-q",)}}
     )
+    force: bool = Field(
+        False, description="let a stage replace its output with an empty or much smaller one "
+        "(refused otherwise: it usually means a bad input)",
+    )
+    reseed: bool = Field(
+        False, description="start generation afresh with a --seed that differs from the run's "
+        "(the old candidates are kept aside as candidates.seed-N.jsonl)",
+    )

@@ -32,6 +32,7 @@ from cuqa_builder.run import (
     REVIEW_REPORT,
     RunContext,
     ValidationInfo,
+    check_replacement,
     save_run_info,
 )
 from cuqa_builder.stages.options import BuildOptions
@@ -153,11 +154,15 @@ def run(ctx: RunContext) -> str:
     ]
     write_jsonl(path, validated)
     passed = [c.to_item() for c in validated if c.validation and c.validation.passed]
-    dataset = _write_dataset(ctx.path(DATASET), ctx.path(REVIEW_REPORT), passed)
+    dataset = _write_dataset(
+        ctx.path(DATASET), ctx.path(REVIEW_REPORT), passed, options.force
+    )
     return _summary(report, len(passed), dataset, probes_line)
 
 
-def _write_dataset(path: Path, review_report: Path, items: list[CuqaItem]) -> str:
+def _write_dataset(
+    path: Path, review_report: Path, items: list[CuqaItem], force: bool
+) -> str:
     """Write the passed items, unless people reviewed this run: their verdicts are never
     overwritten, not even a review that accepted nothing (pulling the annotations again
     applies the new verdicts). A review report in which nobody judged anything (an empty
@@ -166,6 +171,7 @@ def _write_dataset(path: Path, review_report: Path, items: list[CuqaItem]) -> st
     if reviewed or _judged_something(review_report):
         return (f"(kept {path}: it holds the {reviewed} items accepted by review; "
                 "`cuqa-annotate pull` or `import` again applies these verdicts)")
+    check_replacement(path, len(items), "items that passed", force)
     review_report.unlink(missing_ok=True)
     write_jsonl(path, items)
     return f"-> {path}"
