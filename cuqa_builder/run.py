@@ -6,6 +6,7 @@ on them, and the stage registry (`stages/registry.py`) can say which stage makes
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,14 +47,29 @@ class OutputShrinkError(CuqaError):
 def check_replacement(path: Path, new_count: int, noun: str, force: bool) -> None:
     """Refuse to replace `path` by `new_count` records when that drops it to nothing or to less
     than half (a bad input rather than a real change); `--force` replaces it anyway."""
-    old_count = count_records(path)
+    refuse_shrinking(path, count_records(path), new_count, noun, force)
+
+
+def refuse_shrinking(
+    path: Path, old_count: int, new_count: int, noun: str, force: bool,
+    dropped: Sequence[str] = (),
+) -> None:
+    """`check_replacement` for a caller that counts the old records itself (only the reviewed
+    items of cuqa.jsonl, say) and can name the ones that would be dropped."""
     if force or old_count == 0 or new_count * 2 >= old_count > 0 and new_count > 0:
         return
+    lost = len(dropped) if dropped else old_count - new_count
+    named = f": {_first_names(dropped)}" if dropped else ""
     raise OutputShrinkError(
         f"not replacing {path}: it holds {old_count} {noun} and this run has {new_count} "
-        f"({old_count - new_count} would be dropped); nothing was written. Check the input, or "
+        f"({lost} would be dropped{named}); nothing was written. Check the input, or "
         "pass --force to replace it anyway"
     )
+
+
+def _first_names(names: Sequence[str], shown: int = 5) -> str:
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
 class GenerationInfo(BaseModel):

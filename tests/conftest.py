@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +30,25 @@ def label_studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabelStud
         pytest.skip(str(exc))
     with start_label_studio(tmp_path_factory.mktemp("label-studio")) as server:
         yield server
+
+
+ARTIFACTS = pytest.StashKey[list[Path]]()
+
+
+@pytest.fixture(scope="session")
+def artifacts(request: pytest.FixtureRequest) -> Path:
+    """Where tests leave files for people to look at (screenshots): $CUQA_TEST_ARTIFACTS, else
+    a folder in the system's temporary directory. The end of the test output names it."""
+    folder = Path(os.environ.get("CUQA_TEST_ARTIFACTS")
+                  or Path(tempfile.gettempdir()) / "cuqa-test-artifacts")
+    folder.mkdir(parents=True, exist_ok=True)
+    request.config.stash.setdefault(ARTIFACTS, []).append(folder)
+    return folder
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:  # noqa: ANN001
+    for folder in config.stash.get(ARTIFACTS, []):
+        terminalreporter.write_line(f"test artifacts (screenshots): {folder}")
 
 
 @pytest.fixture(scope="session")

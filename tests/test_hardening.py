@@ -216,3 +216,13 @@ def test_release_files_follow_the_umask(tmp_path: Path) -> None:
         os.umask(old)
     for path in (tmp_path / "out" / "shared").iterdir():
         assert stat.S_IMODE(path.stat().st_mode) == 0o640, path
+
+
+def test_later_cutoffs_beside_the_runs_own_name_release_subsets(
+    good_run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README's monthly schedule: `--cutoff RUN,LATER` on every stage is allowed."""
+    capsys.readouterr()
+    assert main(["--out", str(good_run), "--cutoff", "2023-04,2023-10", "--source", str(SAMPLE),
+                 "--stage", "events", "-q"]) == 0
+    assert json.loads((good_run / "run.json").read_text())["cutoff"] == "2023-04"

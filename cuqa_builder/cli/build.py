@@ -139,14 +139,15 @@ def _given_cutoffs(text: str | None) -> dict[str, CutoffProbeResult | None]:
 
 def _run_cutoff(out: Path, given: list[str], recorded: str | None, stage: str) -> str:
     """The run's own cutoff: a new run takes the earliest given; an existing run keeps its
-    recorded one. Only the release stage may name other (later) cutoffs, one subset each;
-    any other stage given another cutoff would mix two runs in one directory, so it is refused.
-    Cutoffs earlier than the recorded one are refused before this."""
+    recorded one. Later cutoffs name the release's extra subsets; but when the earliest given is
+    not the run's, a stage other than release would build for another cutoff in this directory
+    and mix two runs, so it is refused. Cutoffs earlier than the recorded one are refused
+    before this."""
     if recorded is None:
         if not given:
             raise UsageError("--cutoff is required for a new run directory")
         return given[0]
-    if stage != "release" and given and given != [recorded]:
+    if stage != "release" and given and given[0] != recorded:
         raise UsageError(
             f"{out} was built for cutoff {recorded}; a run for --cutoff {','.join(given)} "
             "needs another --out"

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 
+from cuqa_builder.annotation.review import ReviewReport
 from cuqa_builder.jsonio import iter_jsonl, read_jsonl, write_jsonl
 from cuqa_builder.llm.settings import (
     API_TIMEOUT_S,
@@ -185,11 +186,24 @@ def _write_dataset(
 ) -> str:
     """Write the passed items, unless people reviewed this run: their verdicts are never
     overwritten, not even a review that accepted nothing (pulling the annotations again
-    applies the new verdicts)."""
+    applies the new verdicts). A review report in which nobody judged anything (an empty
+    export, say) protects nothing: it and its empty file are replaced."""
     reviewed = sum(item.review.status != "unreviewed" for item in iter_jsonl(path, CuqaItem))
-    if reviewed or review_report.exists():
+    if reviewed or _judged_something(review_report):
         return (f"(kept {path}: it holds the {reviewed} items accepted by review; "
                 "`cuqa-annotate pull` or `import` again applies these verdicts)")
     check_replacement(path, len(items), "items that passed", force)
+    review_report.unlink(missing_ok=True)
     write_jsonl(path, items)
     return f"-> {path}"
+
+
+def _judged_something(review_report: Path) -> bool:
+    """Whether a review report records any judgement; one that cannot be read counts as yes."""
+    if not review_report.exists():
+        return False
+    try:
+        report = ReviewReport.model_validate_json(review_report.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return True
+    return report.reviewed > 0
