@@ -6,6 +6,8 @@ catches those still does. An error outside this family is a bug and keeps its tr
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
 
 class CuqaError(Exception):
     """A failure the user can act on; its message says what to do. Exit status 1."""
@@ -18,3 +20,14 @@ class UsageError(CuqaError, ValueError):
     Exit status 2, like argparse's own usage errors."""
 
     exit_code = 2
+
+
+def describe_validation_error(exc: ValidationError, shown: int = 3) -> str:
+    """One line naming each failing field: `revid: Input should be greater than 0; title: Field
+    required` (pydantic's own text spans several lines and hides the field in its layout)."""
+    problems = [
+        (f"{'.'.join(map(str, error['loc']))}: " if error["loc"] else "") + error["msg"]
+        for error in exc.errors()[:shown]
+    ]
+    more = exc.error_count() - len(problems)
+    return "; ".join(problems) + (f" (and {more} more)" if more > 0 else "")

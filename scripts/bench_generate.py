@@ -10,7 +10,7 @@
     python scripts/bench_generate.py [--events 200] [--latency 0.2] [--concurrency 16]
                                      [--local smollm2-135m-instruct-q4_1 --local-events 3]
 
-Run from the checkout root (it uses the test fakes in `tests/fakes/`).
+It uses the loopback stand-ins of `cuqa_builder/testing/`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from typing import Any
 from cuqa_builder.cli.build import main as build
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
 from cuqa_builder.records import Candidate
-from cuqa_builder.stages.generate import FAILURES, GenerationFailure
+from cuqa_builder.run import GENERATION_FAILURES as FAILURES
+from cuqa_builder.stages.generate import GenerationFailure
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events
 from cuqa_builder.testing.openai_server import Reply, ScriptedLLM
 

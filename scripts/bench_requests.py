@@ -17,6 +17,7 @@ from pathlib import Path
 
 from cuqa_builder.run import RunContext
 from cuqa_builder.stages import fetch
+from cuqa_builder.stages.options import BuildOptions, SourceOptions
 from cuqa_builder.testing.mediawiki_server import MediaWikiServer
 from cuqa_builder.wiki.titles import window_days, window_titles
 from cuqa_builder.window import Window
@@ -42,10 +43,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as out, MediaWikiServer(
         pages, max_revisions_per_reply=args.max_per_reply
     ) as wiki:
-        options = argparse.Namespace(
-            wiki_api=wiki.api_url, source=None, sources="year,portal", revisions=None,
-            contact=None,
-            quiet=True, wiki_interval=0.0,
+        options = BuildOptions(
+            source=SourceOptions(wiki_api=wiki.api_url, wiki_interval=0.0), quiet=True
         )
         started = time.perf_counter()
         summary = fetch.run(RunContext(out=Path(out), window=window, options=options))

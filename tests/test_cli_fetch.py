@@ -74,7 +74,7 @@ def test_unknown_sources_fail_the_stage_with_one_clear_line(tmp_path, capsys):
 
     assert code == 1
     assert capsys.readouterr().err == (
-        "cuqa-build: fetch failed: invalid --sources 'year,blogs': choose one or more of "
+        "cuqa-build: error: fetch failed: invalid --sources 'year,blogs': choose one or more of "
         "year, portal\n"
     )
     assert not wiki.requests

@@ -187,7 +187,8 @@ def test_missing_source_directory_fails_with_one_line(tmp_path, capsys):
     assert build_events(tmp_path / "out", "2023-04", source=tmp_path / "nowhere") == 1
     err = capsys.readouterr().err
     assert err.strip().splitlines() == [
-        f"cuqa-build: events failed: snapshot directory {tmp_path / 'nowhere'} does not exist"
+        "cuqa-build: error: events failed: "
+        f"snapshot directory {tmp_path / 'nowhere'} does not exist"
     ]
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 from pathlib import Path
@@ -12,6 +11,7 @@ import pytest
 from cuqa_builder.run import MANIFEST, RunContext
 from cuqa_builder.snapshot import iter_snapshot, page_filename, page_kind, sha256_text
 from cuqa_builder.stages import fetch
+from cuqa_builder.stages.options import BuildOptions, SourceOptions
 from cuqa_builder.testing.mediawiki_server import Fault, MediaWikiServer
 from cuqa_builder.wiki.titles import parse_sources, portal_title, window_titles
 from cuqa_builder.window import Window
@@ -30,13 +30,11 @@ WIKI = {
 }
 
 
-def make_context(out: Path, api_url: str, **options: object) -> RunContext:
-    values = {
-        "wiki_api": api_url, "source": None, "sources": "year,portal", "revisions": None,
-        "contact": None, "quiet": True, "wiki_interval": 0.0, **options,
-    }
-    window = Window.parse(CUTOFF, UNTIL)
-    return RunContext(out=out, window=window, options=argparse.Namespace(**values))
+def make_context(out: Path, api_url: str, **source: object) -> RunContext:
+    options = BuildOptions(
+        source=SourceOptions(wiki_api=api_url, wiki_interval=0.0, **source), quiet=True
+    )
+    return RunContext(out=out, window=Window.parse(CUTOFF, UNTIL), options=options)
 
 
 def manifest_of(out: Path) -> dict:

@@ -139,4 +139,4 @@ def test_counts_cannot_be_negative(flag: str, tmp_path: Path, capsys) -> None:
     with pytest.raises(SystemExit) as exit_:
         main(["--cutoff", "2023-04", "--out", str(tmp_path), flag, "-1"])
     assert exit_.value.code == 2
-    assert "must be 0 or more" in capsys.readouterr().err
+    assert f"argument {flag}: -1 is below the minimum of 0" in capsys.readouterr().err

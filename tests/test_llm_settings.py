@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from cuqa_builder.cli.build import build_parser, main
+from cuqa_builder.cli.build import main, parse_options
 from cuqa_builder.cores import available_cores
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
 from cuqa_builder.llm.local import LocalServer
-from cuqa_builder.llm.settings import DEFAULT_LOCAL_MODEL, settings_from_args
+from cuqa_builder.llm.settings import DEFAULT_LOCAL_MODEL, resolve_settings
 from cuqa_builder.records import Candidate
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events
 from cuqa_builder.testing.openai_server import ScriptedLLM
@@ -26,8 +26,8 @@ def no_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def settings_for(*argv: str):
-    args = build_parser().parse_args(["--out", "run", *argv])
-    return settings_from_args(args, default_cache=Path("run/llm-cache.sqlite"))
+    options = parse_options(["--out", "run", *argv])
+    return resolve_settings(options.llm, default_cache=Path("run/llm-cache.sqlite"))
 
 
 def test_no_endpoint_and_no_key_means_the_embedded_default_model() -> None:
@@ -92,7 +92,7 @@ def test_openai_base_url_from_the_environment_is_used_end_to_end(
         (["--concurrency", "many"], "argument --concurrency: 'many' is not a whole number"),
         (["--max-retries", "-1"], "argument --max-retries: -1 is below the minimum of 0"),
         (["--threads", "0"], "argument --threads: 0 is below the minimum of 1"),
-        (["--timeout", "0"], "argument --timeout: 0 is not a positive number of seconds"),
+        (["--timeout", "0"], "argument --timeout: 0.0 is not a positive number"),
         (["--llm", "remote"], "argument --llm: --llm must be local or local:NAME, not 'remote'"),
         (["--llm", "local:gpt-9"], "argument --llm: unknown local model 'gpt-9' (known: "),
     ],

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 from collections.abc import Callable
@@ -11,12 +10,13 @@ from typing import Any
 
 import pytest
 
-from cuqa_builder.cli.build import build_parser, main
+from cuqa_builder.cli.build import main, parse_options
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
 from cuqa_builder.llm.gateway import open_gateway
 from cuqa_builder.llm.settings import API_TIMEOUT_S, LOCAL_TIMEOUT_S, LLMSettings
 from cuqa_builder.prompts import load_prompt
 from cuqa_builder.records import Candidate, CheckFailure, CuqaItem
+from cuqa_builder.stages.options import BuildOptions
 from cuqa_builder.stages.validate import probe_settings
 from cuqa_builder.testing.openai_server import Reply, ScriptedLLM, last_user_message
 from cuqa_builder.validation.probes import Prober, ProbeResult
@@ -236,8 +236,8 @@ def test_a_probe_that_fails_for_good_is_a_verdict_not_a_crash(
     assert (tmp_path / "cuqa.jsonl").read_text() == ""
 
 
-def probe_options(*flags: str) -> argparse.Namespace:
-    return build_parser().parse_args(["--out", "run", "--stage", "validate", *flags])
+def probe_options(*flags: str) -> BuildOptions:
+    return parse_options(["--out", "run", "--stage", "validate", *flags])
 
 
 def test_an_embedded_target_model_can_be_probed_whatever_generated() -> None:

@@ -5,219 +5,266 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Callable
+from datetime import date, datetime, timezone
 from pathlib import Path
 
 from cuqa_builder import __version__
-from cuqa_builder.llm.settings import add_llm_arguments
-from cuqa_builder.run import RunContext, load_run_info, save_run_info
-from cuqa_builder.window import Window, WindowError
+from cuqa_builder.cli.flags import add_flags, options_from
+from cuqa_builder.cli.shell import add_verbosity_flags, run_command
+from cuqa_builder.cutoff_estimate import CutoffProbeResult, resolve_cutoff
+from cuqa_builder.errors import CuqaError, UsageError
+from cuqa_builder.llm.settings import LLMOptions
+from cuqa_builder.run import (
+    RunContext,
+    RunInfo,
+    WindowExtension,
+    load_run_info,
+    save_run_info,
+    set_aside_candidates,
+)
+from cuqa_builder.stages.options import (
+    BuildOptions,
+    GenerateOptions,
+    ReleaseOptions,
+    SourceOptions,
+    ValidateOptions,
+)
+from cuqa_builder.stages.registry import BY_NAME, STAGES, Stage, run_stage
+from cuqa_builder.validation.limits import Limits
+from cuqa_builder.window import Window, parse_cutoff, parse_until
 
-STAGES = ("fetch", "events", "generate", "validate", "release")
-EPILOG = """\
-stages (each reads the previous stage's file in --out, so any can be re-run alone):
-  fetch     Wikipedia pages of the window -> OUT/pages/ + OUT/manifest.json
-  events    pages -> OUT/events.jsonl (parsed, dated, entities filled); fetches first
-            unless --source is given
-  generate  events -> OUT/candidates.jsonl (Algorithm 1 of the Self-DC paper)
-  validate  candidates -> verdicts on each candidate + OUT/cuqa.jsonl (items that passed)
-  release   reviewed items -> output/NAME/ (cuqa.jsonl, schema.json, README.md card, stats)
-  all       (fetch unless --source,) events, generate and validate, and release when
-            --name is given
+PROG = "cuqa-build"
+DIFF = "diff"  # `cuqa-build diff OLD NEW`: a first word, so every `cuqa-build --flag` still works
 
-A killed run resumes: run the same command again.
-"""
+
+def _epilog() -> str:
+    width = max(len(stage.name) for stage in STAGES)
+    lines = [f"  {stage.name:<{width}}  {stage.job}" for stage in STAGES]
+    return (
+        "stages (each reads the previous stage's file in --out, so any can be re-run alone):\n"
+        + "\n".join(lines)
+        + f"\n  {'all':<{width}}  (fetch unless --source,) events, generate and validate, and "
+        "release when --name is given\n\nA killed run resumes: run the same command again. "
+        "A later --until on an existing run\nrefreshes it: new days are fetched, recent pages "
+        "re-checked (--settle), stale candidates\nregenerated.\n\n"
+        f"{PROG} {DIFF} OLD NEW: compare two releases; writes NEW/CHANGELOG.md and a section of "
+        "NEW's card.\n"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="cuqa-build",
+        prog=PROG,
         description="Build CuQA compositional unknown questions from Wikipedia events dated "
         "after a model's knowledge cutoff.",
-        epilog=EPILOG,
+        epilog=_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    _add_window_arguments(parser)
-    _add_run_arguments(parser)
-    _add_source_arguments(parser)
-    add_llm_arguments(parser)
-    _add_check_arguments(parser)
-    _add_release_arguments(parser)
-    return parser
-
-
-def _add_window_arguments(parser: argparse.ArgumentParser) -> None:
     window = parser.add_argument_group("window")
     window.add_argument(
         "--cutoff",
         help="the model's knowledge cutoff: YYYY-MM (end of that month) or YYYY-MM-DD; events "
-        "dated after it are unknown (required for a new run, recorded in OUT/run.json)",
+        "dated after it are unknown (required for a new run, recorded in OUT/run.json). "
+        "auto:MODEL takes the estimate of `cuqa-eval cutoff --model MODEL` (or auto:DIR, a "
+        "probe's output). A comma-separated list, none before the run's cutoff, makes a "
+        "release with one subset per cutoff",
     )
-    window.add_argument("--until", help="last day of the window, YYYY-MM[-DD] (default: today)")
-
-
-def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    window.add_argument(
+        "--until",
+        help="last day of the window, YYYY-MM[-DD] or `today` (default: the run's recorded "
+        "one, else today); a later one on an existing run extends it (a refresh)",
+    )
     run = parser.add_argument_group("run")
     run.add_argument("--out", type=Path, required=True, help="run directory")
-    run.add_argument(
-        "--stage", choices=(*STAGES, "all"), default="all", help="stage to run (default: all)"
-    )
-    run.add_argument("--limit", type=_count, help="generate from at most N events")
-    run.add_argument(
-        "--seed", type=int, help="base random seed (default: the run's recorded seed, else 0)"
-    )
-    run.add_argument(
-        "--hard", type=_count, default=0, help="also merge N pairs of easy items into hard ones"
-    )
-    run.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    run.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
-
-
-def _add_source_arguments(parser: argparse.ArgumentParser) -> None:
+    run.add_argument("--stage", choices=(*BY_NAME, "all"), default="all",
+                     help="stage to run (default: all)")
+    add_flags(run, GenerateOptions)
+    add_verbosity_flags(run)
+    add_flags(run, BuildOptions, only=["quiet", "force", "reseed"])
     source = parser.add_argument_group("Wikipedia source")
     where = source.add_mutually_exclusive_group()
-    where.add_argument(
-        "--source", type=Path, help="read a snapshot directory (NAME.wiki + NAME.json) offline"
-    )
-    where.add_argument(
-        "--wiki-api",
-        default="https://en.wikipedia.org/w/api.php",
-        help="MediaWiki api.php URL (default: English Wikipedia)",
-    )
-    source.add_argument(
-        "--sources",
-        default="year,portal",
-        help="page kinds: year articles, Current events portal pages (default: year,portal)",
-    )
-    source.add_argument(
-        "--revisions", type=Path, help="manifest.json of an earlier run: fetch those revisions"
-    )
-    source.add_argument(
-        "--contact",
-        help="contact put in the User-Agent (default: $CUQA_CONTACT or the project's URL)",
-    )
-    source.add_argument(
-        "--wiki-interval",
-        type=float,
-        default=1.0,
-        metavar="SECONDS",
-        help="minimum pause between two MediaWiki API requests (default: 1.0)",
-    )
-    source.add_argument(
-        "--spacy-model",
-        default="en_core_web_sm",
-        help="spaCy pipeline for NER (default: %(default)s)",
-    )
-
-
-def _add_check_arguments(parser: argparse.ArgumentParser) -> None:
+    add_flags(where, SourceOptions, only=["source", "wiki_api"])
+    add_flags(source, SourceOptions, exclude=["source", "wiki_api"])
+    add_flags(parser.add_argument_group("LLM"), LLMOptions)
     checks = parser.add_argument_group("validation and probes")
-    checks.add_argument("--probe-model", help="target model asked closed-book by the probes "
-                        "(local[:NAME]: an embedded model)")
-    checks.add_argument(
-        "--probe-base-url", help="endpoint of the probe model (default: --base-url)"
-    )
-    checks.add_argument(
-        "--judge-model", help="LLM judge for probe answers (default: normalised match)"
-    )
-    checks.add_argument("--min-question-words", type=int, metavar="N", default=4,
-                        help="shortest question kept, in words (default: 4)")
-    checks.add_argument("--max-question-words", type=int, metavar="N", default=60,
-                        help="longest question kept, in words (default: 60)")
-    checks.add_argument("--max-answer-words", type=int, metavar="N", default=10,
-                        help="longest answer kept, in words (default: 10)")
+    add_flags(checks, ValidateOptions, exclude=["limits"])
+    add_flags(checks, Limits)
+    add_flags(parser.add_argument_group("release"), ReleaseOptions, exclude=["cutoffs"])
+    return parser
 
 
-def _add_release_arguments(parser: argparse.ArgumentParser) -> None:
-    release = parser.add_argument_group("release")
-    release.add_argument("--name", help="dataset name: writes output/NAME/")
-    release.add_argument(
-        "--output-root",
-        type=Path,
-        default=Path("output"),
-        help="where releases go (default: output)",
+def _options(parser: argparse.ArgumentParser, args: argparse.Namespace, seed: int) -> BuildOptions:
+    """The typed options of every stage, from the flags (the seed resolved against run.json)."""
+    return BuildOptions(
+        source=options_from(parser, SourceOptions, args),
+        llm=options_from(parser, LLMOptions, args),
+        generate=options_from(parser, GenerateOptions, args, seed=seed),
+        checks=options_from(
+            parser, ValidateOptions, args, limits=options_from(parser, Limits, args)
+        ),
+        release=options_from(parser, ReleaseOptions, args),
+        quiet=args.quiet,
+        force=args.force,
+        reseed=args.reseed,
     )
 
 
-def _count(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
-    return value
+def parse_options(argv: list[str], seed: int = 0) -> BuildOptions:
+    """The typed options a command line gives (for tools and tests; `main` also resolves the
+    seed against the run directory)."""
+    parser = build_parser()
+    return _options(parser, parser.parse_args(argv), seed)
 
 
-def _window(args: argparse.Namespace) -> Window:
+def _plan(stage: str, options: BuildOptions) -> list[Stage]:
+    offline = options.source.source is not None
+    if stage == "events":
+        names = ["events"] if offline else ["fetch", "events"]
+    elif stage != "all":
+        names = [stage]
+    else:
+        names = [*([] if offline else ["fetch"]), "events", "generate", "validate"]
+        names += ["release"] if options.release.name else []
+    return [BY_NAME[name] for name in names]
+
+
+def _given_cutoffs(text: str | None) -> dict[str, CutoffProbeResult | None]:
+    """`--cutoff A[,B...]` in date order, `auto:MODEL` resolved: label -> the probe it came from."""
+    if not text:
+        return {}
+    resolved = [resolve_cutoff(part) for part in text.split(",") if part.strip()]
+    return dict(sorted(dict(resolved).items(), key=lambda entry: parse_cutoff(entry[0])))
+
+
+def _run_cutoff(out: Path, given: list[str], recorded: str | None, stage: str) -> str:
+    """The run's own cutoff: a new run takes the earliest given; an existing run keeps its
+    recorded one. Later cutoffs name the release's extra subsets; but when the earliest given is
+    not the run's, a stage other than release would build for another cutoff in this directory
+    and mix two runs, so it is refused. Cutoffs earlier than the recorded one are refused
+    before this."""
+    if recorded is None:
+        if not given:
+            raise UsageError("--cutoff is required for a new run directory")
+        return given[0]
+    if stage != "release" and given and given[0] != recorded:
+        raise UsageError(
+            f"{out} was built for cutoff {recorded}; a run for --cutoff {','.join(given)} "
+            "needs another --out"
+        )
+    return recorded
+
+
+def _refuse_earlier_cutoffs(given: list[str], recorded: str | None) -> None:
+    if recorded is None:
+        return
+    for label in given:
+        if parse_cutoff(label) < parse_cutoff(recorded):
+            raise UsageError(
+                f"cutoff {label} is earlier than this run's cutoff {recorded}: the run holds no "
+                f"events up to {recorded} and its known hops may need knowledge up to it; "
+                "build another run (--out) for an earlier cutoff"
+            )
+
+
+def _until(given: str | None, recorded: str | None) -> tuple[str | None, WindowExtension | None]:
+    """The window's last day: the recorded one unless --until is given. A later --until extends
+    the run (recorded as a WindowExtension); an earlier one would silently drop events."""
+    if given is None or recorded is None:
+        return given or recorded, None
+    new, old = parse_until(given), date.fromisoformat(recorded)
+    if new < old:
+        raise UsageError(
+            f"--until {new} is before this run's last day {old}: a run's window only grows "
+            "(a refresh extends it); use another --out for a shorter window"
+        )
+    if new == old:
+        return given, None
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return given, WindowExtension(previous_until=recorded, until=new.isoformat(), at=now)
+
+
+def _probes(recorded: RunInfo, used: list[CutoffProbeResult]) -> list[CutoffProbeResult] | None:
+    """The run's probe records with the ones used now (one per model, the latest)."""
+    if not used:
+        return None
+    by_model = {probe.model: probe for probe in [*recorded.cutoff_probes, *used]}
+    return list(by_model.values())
+
+
+def _start_run(args: argparse.Namespace, options: BuildOptions) -> RunContext:
+    """The window and options of this run; run.json records the cutoff, window and seed, and
+    a resumed run keeps the ones it started with."""
+    if args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"--out {args.out} is a file; give a directory for the run")
     recorded = load_run_info(args.out)
-    cutoff = args.cutoff or recorded.get("cutoff")
-    if not cutoff:
-        raise WindowError("--cutoff is required for a new run directory")
-    return Window.parse(cutoff, args.until or recorded.get("until"))
-
-
-def _stage_runner(name: str) -> Callable[[RunContext], str]:
-    # Imported lazily so `--help` and the events stage never load the LLM stack.
-    from importlib import import_module
-
-    return import_module(f"cuqa_builder.stages.{name}").run
-
-
-def _plan(args: argparse.Namespace) -> list[str]:
-    if args.stage == "events":
-        return ["events"] if args.source else ["fetch", "events"]
-    if args.stage != "all":
-        return [args.stage]
-    plan = (
-        ["events", "generate", "validate"]
-        if args.source
-        else [
-            "fetch",
-            "events",
-            "generate",
-            "validate",
-        ]
+    given = _given_cutoffs(args.cutoff)
+    _refuse_earlier_cutoffs(list(given), recorded.cutoff)
+    until, extension = _until(args.until, recorded.until)
+    window = Window.parse(_run_cutoff(args.out, list(given), recorded.cutoff, args.stage), until)
+    for label in given:  # each subset's window must hold days, as the run's does
+        Window.parse(label, window.until.isoformat())
+    seed = args.seed if args.seed is not None else (recorded.seed or 0)
+    if recorded.seed is not None and seed != recorded.seed:
+        _change_seed(args.out, recorded.seed, seed, options.reseed)
+    generate = options.generate.model_copy(update={"seed": seed})
+    release = options.release.model_copy(update={"cutoffs": tuple(given) or (window.label,)})
+    options = options.model_copy(update={"generate": generate, "release": release})
+    args.out.mkdir(parents=True, exist_ok=True)
+    extensions = [*recorded.extensions, extension] if extension else None
+    save_run_info(
+        args.out, cutoff=window.label, until=window.until.isoformat(), seed=seed,
+        extensions=extensions,
+        cutoff_probes=_probes(recorded, [probe for probe in given.values() if probe]),
     )
-    return [*plan, "release"] if args.name else plan
+    return RunContext(out=args.out, window=window, options=options)
+
+
+def _change_seed(out: Path, old: int, new: int, reseed: bool) -> None:
+    """A new seed would mix two seeds' candidates (two items for one event): refused, unless
+    `--reseed` says to set the old ones aside and start afresh."""
+    if not reseed:
+        raise UsageError(
+            f"{out} was generated with --seed {old}; --seed {new} would mix two seeds' "
+            "candidates: use another --out, or add --reseed to set the old ones aside"
+        )
+    set_aside = set_aside_candidates(out, old)
+    logging.getLogger(__name__).warning(
+        "--reseed: seed %d -> %d; %s", old, new,
+        f"kept the old candidates as {', '.join(map(str, set_aside))}" if set_aside
+        else "no candidates to set aside",
+    )
+
+
+class StageFailed(CuqaError):
+    def __init__(self, stage: str, error: Exception) -> None:
+        super().__init__(f"{stage} failed: {error}")
+        self.exit_code = error.exit_code if isinstance(error, CuqaError) else 1
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == [DIFF]:
+        from cuqa_builder.cli.diff import main as diff_main
+
+        return diff_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
-    # The HTTP clients log every request at INFO, which would drown the progress bars.
-    for client_logger in ("httpx", "httpx2"):  # the names the openai client's HTTP stack uses
-        logging.getLogger(client_logger).setLevel(
-            logging.DEBUG if args.verbose else logging.WARNING
-        )
-    try:
-        window = _window(args)
-    except WindowError as exc:
-        print(f"cuqa-build: error: {exc}", file=sys.stderr)
-        return 2
-    args.out.mkdir(parents=True, exist_ok=True)
-    if args.seed is None:  # a resumed run keeps the seed it started with
-        args.seed = load_run_info(args.out).get("seed", 0)
-    save_run_info(args.out, cutoff=window.label, until=window.until.isoformat(), seed=args.seed)
-    ctx = RunContext(out=args.out, window=window, options=args)
-    for stage in _plan(args):
-        try:
-            summary = _stage_runner(stage)(ctx)
-        except KeyboardInterrupt:
-            print(
-                f"\ncuqa-build: interrupted in {stage}; run the same command to resume",
-                file=sys.stderr,
-            )
-            return 130
-        except Exception as exc:  # a stage failed for good: one clear line, no traceback
-            if args.verbose:
+    options = _options(parser, args, seed=0)  # every flag checked before anything runs
+
+    def build(args: argparse.Namespace) -> int:
+        ctx = _start_run(args, options)
+        for stage in _plan(args.stage, ctx.options):
+            try:
+                summary = run_stage(stage, ctx)
+            except (KeyboardInterrupt, StageFailed):
                 raise
-            print(f"cuqa-build: {stage} failed: {exc}", file=sys.stderr)
-            return 1
-        print(summary)
-    return 0
+            except Exception as exc:
+                raise StageFailed(stage.name, exc) from exc
+            print(summary)
+        return 0
+
+    return run_command(PROG, args, build)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import logging
 import sys
 from pathlib import Path
 
+from cuqa_builder.cli.shell import add_verbosity_flags, run_command
 from cuqa_builder.llm.local import REGISTRY, ModelError, installed_path, models_dir, pull
 from cuqa_builder.llm.settings import DEFAULT_LOCAL_MODEL
 
@@ -19,6 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Manage the GGUF models the embedded llama.cpp backend runs "
         f"(`--llm local[:NAME]`). Cache directory: $CUQA_MODELS_DIR or {models_dir()}.",
     )
+    add_verbosity_flags(parser)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("list", help="registry models, their hashes and whether they are pulled")
     pull_cmd = commands.add_parser(
@@ -56,16 +58,16 @@ def _list() -> int:
 def _path(name: str) -> int:
     path = installed_path(name)
     if path is None:
-        print(f"cuqa-models: {name} is not pulled yet (run `cuqa-models pull {name}`)",
-              file=sys.stderr)
-        return 1
+        raise ModelError(f"{name} is not pulled yet (run `cuqa-models pull {name}`)")
     print(path)
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    return run_command("cuqa-models", build_parser().parse_args(argv), _command)
+
+
+def _command(args: argparse.Namespace) -> int:
     if args.command == "list":
         return _list()
     if args.command == "path":
@@ -76,11 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         log.info("%s is already pulled and verified (--force fetches it again)", args.name)
         print(pulled)
         return 0
-    try:
-        print(pull(args.name, from_file=args.file, from_hf=args.from_hf))
-    except ModelError as exc:
-        print(f"cuqa-models: {exc}", file=sys.stderr)
-        return 1
+    print(pull(args.name, from_file=args.file, from_hf=args.from_hf))
     return 0
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from cuqa_builder.errors import describe_validation_error
 from cuqa_builder.llm.local import REGISTRY
 
 log = logging.getLogger(__name__)
@@ -91,9 +92,7 @@ def read_price_file(path: Path) -> dict[str, Price]:
     except OSError as exc:
         raise ValueError(f"cannot read the price table {path}: {exc.strerror}") from None
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "the file"
         raise ValueError(
             f"{path} is not a price table of {{model: {{input, output}}}} in USD per 1M tokens: "
-            f"{where}: {first['msg']}"
+            f"{describe_validation_error(exc, shown=1)}"
         ) from None

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
 import os
-from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cuqa_builder.llm.local import REGISTRY
 
@@ -18,6 +17,8 @@ LOCAL_TIMEOUT_S = 900.0
 # llama.cpp decodes this many requests together at most; more would only queue inside the
 # server, where waiting counts against each call's timeout.
 LOCAL_SLOTS_MAX = 4
+DEFAULT_CONCURRENCY = 8
+DEFAULT_MAX_RETRIES = 4
 
 
 class LLMSettings(BaseModel):
@@ -26,42 +27,20 @@ class LLMSettings(BaseModel):
     model: str | None = None
     base_url: str | None = None
     local: str | None = None  # registry name of the embedded model, when it is used
-    concurrency: int = Field(default=8, ge=1)
+    # "completions": the legacy endpoint of instruct models (gpt-3.5-turbo-instruct), the prompt
+    # sent as plain text; llama.cpp serves both.
+    api: Literal["chat", "completions"] = "chat"
+    concurrency: int = Field(default=DEFAULT_CONCURRENCY, ge=1)
     threads: int | None = Field(default=None, ge=1)  # embedded model's; None: every core
     cache_path: Path | None = None  # None: no cache
     refresh: bool = False  # ignore cached answers (and overwrite them)
-    timeout_s: float = Field(default=120.0, gt=0)
-    max_retries: int = Field(default=4, ge=0)
+    timeout_s: float = Field(default=API_TIMEOUT_S, gt=0)
+    max_retries: int = Field(default=DEFAULT_MAX_RETRIES, ge=0)
     prices_path: Path | None = None
 
     @property
     def uses_local_model(self) -> bool:
         return self.local is not None
-
-
-def _count(minimum: int) -> Callable[[str], int]:
-    """An argparse type: an integer of at least `minimum` (0 slots would wait forever)."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"{value} is below the minimum of {minimum}")
-        return value
-
-    return parse
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
-    return value
 
 
 def local_model_name(choice: str) -> str:
@@ -75,76 +54,77 @@ def local_model_name(choice: str) -> str:
     return name
 
 
-def _llm_choice(text: str) -> str:
-    """Checked while parsing, so a typo is a usage error before any stage runs."""
-    try:
-        local_model_name(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
+class LLMOptions(BaseModel):
+    """The LLM flags every command shares (`--model`, `--base-url`, `--llm`...), as typed."""
 
+    model_config = ConfigDict(frozen=True)
 
-def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("LLM")
-    group.add_argument("--model", help="model name at the endpoint")
-    group.add_argument(
-        "--base-url",
-        help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL; with no "
-        "endpoint and no $OPENAI_API_KEY, the embedded local model)",
+    model: str | None = Field(None, description="model name at the endpoint")
+    base_url: str | None = Field(
+        None,
+        description="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL; with no endpoint "
+        "and no $OPENAI_API_KEY, the embedded local model)",
     )
-    group.add_argument(
-        "--llm",
-        type=_llm_choice,
-        metavar="local[:NAME]",
-        help=f"use the embedded llama.cpp model (default NAME: {DEFAULT_LOCAL_MODEL}; "
+    llm: str | None = Field(
+        None,
+        description=f"use the embedded llama.cpp model (default NAME: {DEFAULT_LOCAL_MODEL}; "
         "see `cuqa-models list`)",
+        json_schema_extra={"flag": {"metavar": "local[:NAME]"}},
     )
-    group.add_argument(
-        "--concurrency", type=_count(1), default=8,
-        help="parallel calls (default: 8; the embedded model serves at most "
-        f"{LOCAL_SLOTS_MAX} at once)",
+    concurrency: int = Field(
+        DEFAULT_CONCURRENCY, ge=1,
+        description=f"parallel calls; the embedded model serves at most {LOCAL_SLOTS_MAX} at once",
+        json_schema_extra={"flag": {"metavar": "N"}},
     )
-    group.add_argument(
-        "--threads", type=_count(1),
-        help="CPU threads of the embedded model (default: every core this process may use)",
+    threads: int | None = Field(
+        None, ge=1,
+        description="CPU threads of the embedded model (default: every core this process may use)",
+        json_schema_extra={"flag": {"metavar": "N"}},
     )
-    group.add_argument(
-        "--cache", type=Path, help="SQLite call cache (default: OUT/llm-cache.sqlite)"
+    cache: Path | None = Field(
+        None, description="SQLite call cache (default: OUT/llm-cache.sqlite)",
+        json_schema_extra={"flag": {"metavar": "FILE"}},
     )
-    group.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
-    group.add_argument(
-        "--refresh", action="store_true", help="call again and overwrite cached answers"
+    no_cache: bool = Field(False, description="neither read nor write the cache")
+    refresh: bool = Field(False, description="call again and overwrite cached answers")
+    timeout: float | None = Field(
+        None, gt=0,
+        description=f"seconds per call (default: {API_TIMEOUT_S:g}; {LOCAL_TIMEOUT_S:g} for the "
+        "embedded model)",
+        json_schema_extra={"flag": {"metavar": "SECONDS"}},
     )
-    group.add_argument(
-        "--timeout",
-        type=_seconds,
-        help=f"seconds per call (default: {API_TIMEOUT_S:g}; "
-        f"{LOCAL_TIMEOUT_S:g} for the embedded model)",
+    max_retries: int = Field(
+        DEFAULT_MAX_RETRIES, ge=0, description="tries after the first",
+        json_schema_extra={"flag": {"metavar": "N"}},
     )
-    group.add_argument(
-        "--max-retries", type=_count(0), default=4, help="tries after the first (default: 4)"
-    )
-    group.add_argument("--prices", type=Path, help="JSON price table overriding the built-in one")
+    prices: Path | None = Field(None, description="JSON price table overriding the built-in one")
+
+    @field_validator("llm")
+    @classmethod
+    def _known_local_model(cls, choice: str | None) -> str | None:
+        if choice is not None:
+            local_model_name(choice)  # a typo is a usage error before any stage runs
+        return choice
 
 
-def settings_from_args(args: argparse.Namespace, default_cache: Path | None) -> LLMSettings:
+def resolve_settings(options: LLMOptions, default_cache: Path | None) -> LLMSettings:
     """Resolve flags and environment: --llm local wins, then --base-url/$OPENAI_BASE_URL or
     $OPENAI_API_KEY (the OpenAI API), else the embedded model."""
     local: str | None = None
-    base_url = args.base_url or os.environ.get("OPENAI_BASE_URL") or None
-    if args.llm:
-        local, base_url = local_model_name(args.llm), None
+    base_url = options.base_url or os.environ.get("OPENAI_BASE_URL") or None
+    if options.llm:
+        local, base_url = local_model_name(options.llm), None
     elif not base_url and not os.environ.get("OPENAI_API_KEY"):
         local = DEFAULT_LOCAL_MODEL
     return LLMSettings(
-        model=args.model,
+        model=options.model,
         base_url=base_url,
         local=local,
-        concurrency=args.concurrency,
-        threads=args.threads,
-        cache_path=None if args.no_cache else (args.cache or default_cache),
-        refresh=args.refresh,
-        timeout_s=args.timeout or (LOCAL_TIMEOUT_S if local else API_TIMEOUT_S),
-        max_retries=args.max_retries,
-        prices_path=args.prices,
+        concurrency=options.concurrency,
+        threads=options.threads,
+        cache_path=None if options.no_cache else (options.cache or default_cache),
+        refresh=options.refresh,
+        timeout_s=options.timeout or (LOCAL_TIMEOUT_S if local else API_TIMEOUT_S),
+        max_retries=options.max_retries,
+        prices_path=options.prices,
     )

@@ -4,6 +4,10 @@ Pages come from `--source DIR` or the run's own `pages/`. A page that cannot be 
 is a warning naming it and the reason; the run goes on and the summary counts it. Parsing
 (`parse_page`) is kept apart from NER so each can be measured alone; in a run, pages are parsed
 as NER's worker processes (one per core) ask for more events, so both run at once.
+
+Run again over newer pages (a refresh), events keep the ids of the previous `events.jsonl`, a
+reworded one included (`refresh.py` says how), and `refresh.json` records what was added,
+changed and removed.
 """
 
 from __future__ import annotations
@@ -19,10 +23,27 @@ from pathlib import Path
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
-from cuqa_builder.jsonio import atomic_write_json, write_jsonl
+from cuqa_builder.jsonio import JsonlError, atomic_write_json, iter_jsonl, read_jsonl, write_jsonl
 from cuqa_builder.ner import EntityExtractor, default_processes
-from cuqa_builder.records import Event, Page
-from cuqa_builder.run import EVENTS, MANIFEST, RunContext
+from cuqa_builder.records import Candidate, Event, Page
+from cuqa_builder.refresh import (
+    RefreshReport,
+    carry_ids,
+    compare_events,
+    revised_pages,
+    stale_candidates,
+    summarize_changes,
+)
+from cuqa_builder.run import (
+    CANDIDATES,
+    EVENTS,
+    MANIFEST,
+    REFRESH,
+    NothingProducedError,
+    RunContext,
+    check_replacement,
+    load_run_info,
+)
 from cuqa_builder.snapshot import SnapshotError, iter_snapshot, page_kind
 from cuqa_builder.stages.fetch import Manifest, now
 from cuqa_builder.wiki.portal import SkipSection, parse_portal, portal_day
@@ -213,30 +234,85 @@ def with_entities(
 
 
 def run(ctx: RunContext) -> str:
-    options = ctx.options
+    options = ctx.options.source
     source = options.source or ctx.pages_dir
     report, counts = ParseReport(), EventCounts()
     parsed = iter_snapshot_events(
         source, parse_sources(options.sources), report, ctx.window,
-        index_url_for(options.wiki_api), options.quiet,
+        index_url_for(options.wiki_api), ctx.options.quiet,
     )
     selected = select_events(parsed, ctx.window, report, counts)
-    kept = with_entities(selected, options.spacy_model, default_processes(), options.quiet)
+    # NER does not look at ids, so they are carried over once all events are in.
+    annotated = with_entities(selected, options.spacy_model, default_processes(),
+                              ctx.options.quiet)
+    previous = _previous_events(ctx)
+    kept = carry_ids(previous, annotated)
     # A stable sort after page-order parsing keeps each page's own order within a day.
     kept.sort(key=lambda event: (event.date, event.source.title))
+    if not kept:
+        raise NothingProducedError(_why_no_events(source, report, counts.outside))
+    summary = summarize(ctx, report, kept, counts)
+    check_replacement(ctx.path(EVENTS), len(kept), "events", ctx.options.force)
     write_jsonl(ctx.path(EVENTS), kept)
     if options.source:  # a fetched run already has the manifest of what it fetched
         _save_snapshot_manifest(ctx, report)
-    return summarize(ctx, report, kept, counts)
+    if previous:
+        summary += "\n" + _record_refresh(ctx, previous, kept)
+    return summary
+
+
+def _why_no_events(source: Path, report: ParseReport, outside: int) -> str:
+    pages = report.pages_read + sum(report.skipped.values()) + report.pages_outside
+    if not pages:
+        return f"{source} holds no pages (a snapshot is NAME.wiki + NAME.json pairs); " \
+            "nothing written"
+    return (
+        f"no events in the window from {source}: {report.pages_read} pages read, "
+        f"{sum(report.skipped.values())} skipped{_reasons(report.skipped)}, "
+        f"{report.pages_outside} day pages outside the window, {outside} events outside it; "
+        "nothing written"
+    )
+
+
+def _previous_events(ctx: RunContext) -> list[Event]:
+    """The events.jsonl this run replaces, whose ids the new events keep."""
+    try:
+        return read_jsonl(ctx.path(EVENTS), Event)
+    except JsonlError as exc:
+        log.warning("%s; event ids are not carried over from it", exc)
+        return []
+
+
+def _record_refresh(ctx: RunContext, previous: list[Event], current: list[Event]) -> str:
+    """Write refresh.json when anything changed (a re-run over the same pages keeps the
+    record of the last real change); returns the summary's lines."""
+    added, changed, removed, by_month = compare_events(previous, current)
+    if not (added or changed or removed):
+        return "refresh: no event added, changed or removed since the previous events.jsonl"
+    extensions = load_run_info(ctx.out).extensions
+    until = ctx.window.until.isoformat()
+    previous_until = next((e.previous_until for e in reversed(extensions) if e.until == until),
+                          None)
+    stale = stale_candidates(iter_jsonl(ctx.path(CANDIDATES), Candidate),
+                             {event.id: event for event in current})
+    report = RefreshReport(
+        refreshed=now(), cutoff=ctx.window.label, previous_until=previous_until, until=until,
+        events_before=len(previous), events_after=len(current), added=added, changed=changed,
+        removed=removed, by_month=by_month, pages_revised=revised_pages(previous, current),
+        stale_candidates=sorted(c for c, why in stale.items() if why.kind == "reworded"),
+        orphaned_candidates=sorted(c for c, why in stale.items() if why.kind == "removed"),
+    )
+    atomic_write_json(ctx.path(REFRESH), report.model_dump(mode="json"))
+    return summarize_changes(report) + f" -> {ctx.path(REFRESH)}"
 
 
 def _save_snapshot_manifest(ctx: RunContext, report: ParseReport) -> None:
     """Which page revisions the snapshot held, so `--revisions` can fetch the same ones."""
     manifest = Manifest(
-        api=ctx.options.wiki_api,
+        api=ctx.options.source.wiki_api,
         fetched=now(),
         pages=dict(sorted(report.revisions.items())),
-        snapshot=str(ctx.options.source),
+        snapshot=str(ctx.options.source.source),
     )
     atomic_write_json(ctx.path(MANIFEST), manifest.model_dump())
 

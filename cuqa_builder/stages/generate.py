@@ -2,7 +2,9 @@
 
 Many events run at once (the gateway bounds the calls in flight); each candidate is appended
 and flushed the moment it is done, so a killed run loses nothing, and a re-run skips the events
-whose candidate is in the file. An event that fails for good is logged to
+whose candidate is in the file. A candidate whose event was reworded by a refresh is stale: it
+is taken out of the file first (with the hard items built on it) and made again; its calls that
+do not depend on the new text come from the cache. An event that fails for good is logged to
 `generation-failures.jsonl` (the failures of the latest run) and retried by the next run, whose
 finished calls come from the LLM cache: a failed call is asked again, while an answer that held
 no usable question is cached like any other and fails the same way (`--refresh` asks anew).
@@ -13,9 +15,10 @@ from __future__ import annotations
 import asyncio
 import importlib
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 
 from pydantic import BaseModel, Field
@@ -27,15 +30,24 @@ from cuqa_builder.generation.algorithm import (
     candidate_id,
 )
 from cuqa_builder.generation.hard import choose_pairs, merge_pair
-from cuqa_builder.jsonio import JsonlAppender, atomic_write_text, read_jsonl
+from cuqa_builder.jsonio import JsonlAppender, atomic_write_text, read_jsonl, write_jsonl
 from cuqa_builder.llm.gateway import open_gateway
-from cuqa_builder.llm.settings import settings_from_args
+from cuqa_builder.llm.settings import resolve_settings
 from cuqa_builder.llm.types import GatewayStats
 from cuqa_builder.ner import EntityExtractor
 from cuqa_builder.records import Candidate, Entity, Event
-from cuqa_builder.run import CANDIDATES, EVENTS, LLM_CACHE, RunContext, save_run_info
+from cuqa_builder.refresh import stale_candidates
+from cuqa_builder.run import (
+    CANDIDATES,
+    EVENTS,
+    GENERATION_FAILURES,
+    LLM_CACHE,
+    GenerationInfo,
+    NothingProducedError,
+    RunContext,
+    save_run_info,
+)
 
-FAILURES = "generation-failures.jsonl"
 # Events in flight per allowed concurrent call: an event waits on one call at a time for most
 # of its life, so twice as many events as call slots keeps every slot busy.
 EVENTS_PER_CALL_SLOT = 2
@@ -54,6 +66,7 @@ class GenerationFailure(BaseModel):
 @dataclass
 class Tally:
     selected: int = 0
+    stale: int = 0  # candidates taken out to be made again: their event changed
     no_entities: int = 0
     outside_window: int = 0
     already_done: int = 0
@@ -64,6 +77,15 @@ class Tally:
     hard_requested: int = 0
     hard_written: int = 0
     hard_failed: int = 0
+    reasons: Counter[str] = field(default_factory=Counter)  # "step: reason" of each failure
+
+    @property
+    def written(self) -> int:
+        return self.aab + self.abc + self.hard_written
+
+    def most_common_failure(self) -> str:
+        (reason, count), = self.reasons.most_common(1)
+        return f"{reason} ({count} of {sum(self.reasons.values())} failures)"
 
     def count(self, item: Candidate) -> None:
         if item.difficulty == "hard":
@@ -109,17 +131,11 @@ class PassageEntities:
         self._thread.shutdown(wait=False, cancel_futures=True)
 
 
-def _read_events(ctx: RunContext) -> list[Event]:
-    path = ctx.path(EVENTS)
-    if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist: run the events stage first")
-    return read_jsonl(path, Event)
-
-
 def _select_events(ctx: RunContext, events: list[Event], tally: Tally) -> list[Event]:
     """The first --limit events of the file, minus those Algorithm 1 cannot use."""
-    if ctx.options.limit is not None:
-        events = events[: ctx.options.limit]
+    limit = ctx.options.generate.limit
+    if limit is not None:
+        events = events[:limit]
     tally.selected = len(events)
     usable: dict[str, Event] = {}
     for event in events:
@@ -148,8 +164,8 @@ class _Writer:
     def __init__(self, ctx: RunContext, tally: Tally) -> None:
         self.tally = tally
         self.candidates = JsonlAppender(ctx.path(CANDIDATES))
-        atomic_write_text(ctx.path(FAILURES), "")  # the failures of this run only
-        self.failures = JsonlAppender(ctx.path(FAILURES))
+        atomic_write_text(ctx.path(GENERATION_FAILURES), "")  # the failures of this run only
+        self.failures = JsonlAppender(ctx.path(GENERATION_FAILURES))
 
     def done(self, item: Candidate) -> None:
         self.candidates.append(item)
@@ -164,6 +180,7 @@ class _Writer:
             self.tally.hard_failed += 1
         else:
             self.tally.failed += 1
+        self.tally.reasons[f"{error.step}: {_short(error.reason)}"] += 1
 
     def close(self) -> None:
         self.candidates.close()
@@ -206,7 +223,7 @@ def _hard_jobs(
     ctx: RunContext, generator: Generator, entities: dict[str, list[Entity]]
 ) -> list[_Job]:
     """Pairs still to merge; hard items already in the file count towards --hard."""
-    requested = ctx.options.hard
+    requested = ctx.options.generate.hard
     items = read_jsonl(ctx.path(CANDIDATES), Candidate)
     done = {item.id for item in items if item.difficulty == "hard"}
     easy = [item for item in items if item.difficulty == "easy"]
@@ -217,31 +234,46 @@ def _hard_jobs(
     ]
 
 
+def _drop_stale(ctx: RunContext, all_events: list[Event], usable: list[Event]) -> int:
+    """Take out of candidates.jsonl the easy candidates whose event (still usable) changed since
+    they were made, and the hard items built on them, so that they are made again; returns how
+    many easy ones. Candidates of removed events stay (validation keeps them out of the data)."""
+    candidates = read_jsonl(ctx.path(CANDIDATES), Candidate)
+    stale = stale_candidates(candidates, {event.id: event for event in all_events})
+    regenerable = {event.id for event in usable}
+    dropped = {c.id for c in candidates if c.difficulty == "easy" and c.id in stale
+               and stale[c.id].kind == "reworded" and c.event.id in regenerable}
+    dropped |= {c.id for c in candidates if any(sub.id in dropped for sub in c.sub_items)}
+    if dropped:
+        write_jsonl(ctx.path(CANDIDATES), [c for c in candidates if c.id not in dropped])
+    return sum(1 for c in candidates if c.id in dropped and c.difficulty == "easy")
+
+
 async def _run(ctx: RunContext, tally: Tally) -> tuple[str, GatewayStats]:
-    all_events = _read_events(ctx)
+    all_events = read_jsonl(ctx.path(EVENTS), Event)
     events = _select_events(ctx, all_events, tally)
-    seed = ctx.options.seed
+    seed = ctx.options.generate.seed
+    tally.stale = _drop_stale(ctx, all_events, events)
     done = {item.id for item in read_jsonl(ctx.path(CANDIDATES), Candidate)}
     todo = [e for e in events if candidate_id(seed, e.id) not in done]
     tally.already_done = len(events) - len(todo)
-    tally.hard_requested = ctx.options.hard
-    settings = settings_from_args(ctx.options, default_cache=ctx.path(LLM_CACHE))
+    tally.hard_requested = ctx.options.generate.hard
+    settings = resolve_settings(ctx.options.llm, default_cache=ctx.path(LLM_CACHE))
     in_flight = EVENTS_PER_CALL_SLOT * settings.concurrency
-    find_entities = PassageEntities(ctx.options.spacy_model)
+    find_entities = PassageEntities(ctx.options.source.spacy_model)
     writer = _Writer(ctx, tally)
     try:
         async with open_gateway(settings) as gateway:
             generator = Generator(gateway, find_entities, seed=seed, cutoff=ctx.window.label)
-            save_run_info(ctx.out, generation={
-                "model": gateway.model, "seed": seed,
-                "sampling": generator.sampling.model_dump(),
-                "prompts": generator.prompt_hashes, "hard": ctx.options.hard,
-            })
+            save_run_info(ctx.out, generation=GenerationInfo(
+                model=gateway.model, seed=seed, sampling=generator.sampling.model_dump(),
+                prompts=generator.prompt_hashes, hard=ctx.options.generate.hard,
+            ))
             if todo:
                 find_entities.start()  # the pipeline loads while the first calls are answered
             await _run_jobs(ctx, "generate", _easy_jobs(generator, todo), writer, in_flight,
                             gateway.stats)
-            if ctx.options.hard:
+            if ctx.options.generate.hard:
                 entities = {e.id: e.entities for e in all_events}
                 await _run_jobs(ctx, "hard", _hard_jobs(ctx, generator, entities), writer,
                                 in_flight, gateway.stats)
@@ -259,13 +291,16 @@ def _summary(ctx: RunContext, tally: Tally, model: str, stats: GatewayStats, wal
         + (f" ({', '.join(skipped)} skipped)" if skipped else "")
         + f"; {tally.aab + tally.abc} new candidates (AAB {tally.aab}, ABC {tally.abc}"
         + (f"; {tally.fallbacks} ABC draws fell back to AAB" if tally.fallbacks else "")
-        + f"), {tally.already_done} already done, {tally.failed} failed",
+        + f"), {tally.already_done} already done, {tally.failed} failed"
+        + (f"; {tally.stale} of them stale (their event was reworded), made again"
+           if tally.stale else ""),
     ]
     if tally.hard_requested:
         lines.append(f"  hard: {tally.hard_written} new (requested {tally.hard_requested}), "
                      f"{tally.hard_failed} failed")
     if tally.failed or tally.hard_failed:
-        lines.append(f"  failures: {ctx.path(FAILURES)} (run again to retry them)")
+        lines.append(f"  most common failure: {tally.most_common_failure()}")
+        lines.append(f"  failures: {ctx.path(GENERATION_FAILURES)} (run again to retry them)")
     lines.append(
         f"  LLM {model}: {stats.calls} calls, {stats.cache_hits} cache hits, "
         f"{stats.prompt_tokens} tokens in, {stats.completion_tokens} out, ${stats.cost:.4f}; "
@@ -274,8 +309,20 @@ def _summary(ctx: RunContext, tally: Tally, model: str, stats: GatewayStats, wal
     return "\n".join(lines)
 
 
+def _short(reason: str, limit: int = 160) -> str:
+    reason = " ".join(reason.split())
+    return reason if len(reason) <= limit else reason[: limit - 1] + "…"
+
+
 def run(ctx: RunContext) -> str:
     started = time.perf_counter()
     tally = Tally()
     model, stats = asyncio.run(_run(ctx, tally))
-    return _summary(ctx, tally, model, stats, time.perf_counter() - started)
+    summary = _summary(ctx, tally, model, stats, time.perf_counter() - started)
+    if tally.reasons and not tally.written:  # every item it tried failed: say why, exit 1
+        raise NothingProducedError(
+            f"no candidate could be made: {tally.failed + tally.hard_failed} failed, most "
+            f"commonly {tally.most_common_failure()}; details in "
+            f"{ctx.path(GENERATION_FAILURES)}; run the same command to retry"
+        )
+    return summary

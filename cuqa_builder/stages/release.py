@@ -4,84 +4,65 @@ The folder holds the items (`cuqa.jsonl`, as the annotation pull step left them,
 review), the JSON Schema of an item, a dataset card (`README.md`, whose YAML header the `datasets`
 library reads), `stats.json` (the card's figures, machine-readable) and the run's page manifest.
 Every file is replaced atomically, so a re-release never leaves a half-written file behind.
+
+Several cutoffs (`--cutoff 2023-04,2023-10`, none before the run's) make one subset each, in
+`cutoff-LABEL/cuqa.jsonl`, declared as a config in the card: an item is in the subset of a
+cutoff when every event it is built on is dated after that cutoff. Items whose event was
+reworded or removed since generation (a refresh) are held back until made and reviewed again.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import date, timedelta
 from pathlib import Path
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import ValidationError
 
 from cuqa_builder import __version__
-from cuqa_builder.annotation.review import REVIEW_REPORT, ReviewReport
-from cuqa_builder.dataset import load
+from cuqa_builder.annotation.review import ReviewReport
+from cuqa_builder.dataset import SUBSET_PREFIX, load
+from cuqa_builder.dataset_card import (
+    CARD,
+    CHANGELOG,
+    SCHEMA,
+    STATS,
+    CutoffSubset,
+    ReleaseStats,
+    ReleaseWindow,
+    render_card,
+)
+from cuqa_builder.errors import describe_validation_error
 from cuqa_builder.jsonio import atomic_write_json, atomic_write_text, iter_jsonl, write_jsonl
 from cuqa_builder.prompts import PromptError, load_prompt
-from cuqa_builder.records import Candidate, CuqaItem, Event
-from cuqa_builder.run import CANDIDATES, DATASET, EVENTS, MANIFEST, RunContext, load_run_info
-from cuqa_builder.wiki.wikitext import revision_url
+from cuqa_builder.records import Candidate, CuqaItem, Event, EventRef
+from cuqa_builder.refresh import event_refs, staleness
+from cuqa_builder.run import (
+    CANDIDATES,
+    DATASET,
+    EVENTS,
+    MANIFEST,
+    REVIEW_REPORT,
+    RunContext,
+    load_run_info,
+)
+from cuqa_builder.validation.checks import describe_checks
+from cuqa_builder.validation.limits import Limits
+from cuqa_builder.window import Window
 
-SCHEMA = "schema.json"
-STATS = "stats.json"
-CARD = "README.md"
 NO_CATEGORY = "(none)"  # year-article events carry no portal category
-PAGES_LISTED = 25  # the card links this many source pages; stats.json lists them all
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-SELF_DC_BIBTEX = """\
-@article{wang2024selfdc,
-  title   = {Self-DC: When to retrieve and When to generate? Self Divide-and-Conquer for
-             Compositional Unknown Questions},
-  author  = {Wang, Hongru and Xue, Boyang and Zhou, Baohang and Zhang, Tianhua and
-             Wang, Cunxiang and Chen, Guanhua and Wang, Huimin and Wong, Kam-Fai},
-  journal = {arXiv preprint arXiv:2402.13514},
-  year    = {2024}
-}"""
-
-
-class Window(BaseModel):
-    cutoff: str = Field(description="the knowledge cutoff as given to cuqa-build")
-    known_until: date = Field(description="last day the target model is assumed to know")
-    first_unknown_day: date
-    until: date = Field(description="last day of the unknown events")
-
-
-class ReleaseStats(BaseModel):
-    """`stats.json`: the figures of the dataset card."""
-
-    name: str
-    released: date
-    tool: str
-    items: int
-    window: Window
-    by_type: dict[str, int]
-    by_difficulty: dict[str, int]
-    by_month: dict[str, int]
-    by_category: dict[str, int]
-    by_review_status: dict[str, int]
-    generator_models: list[str]
-    prompts: dict[str, list[str]] = Field(description="template name -> sha256 hashes used")
-    seed: int | None
-    validation: dict | None = Field(description="checks' limits, probe model and judge")
-    source_pages: dict[str, int | None] = Field(description="page title -> revision used")
-    failed_automatic_checks: int | None = Field(
-        description="released items whose candidate failed a check or probe (kept by review); "
-        "None when the run has no candidates.jsonl"
-    )
-    review: ReviewReport | None
 
 
 def _release_dir(ctx: RunContext) -> Path:
-    name = ctx.options.name
+    name = ctx.options.release.name
     if not name:
         raise ValueError("the release stage needs --name NAME (it writes OUTPUT_ROOT/NAME/)")
     if not _NAME.match(name):
         raise ValueError(f"--name {name!r}: use letters, digits, '.', '_' and '-' only")
-    return Path(ctx.options.output_root) / name
+    return ctx.options.release.output_root / name
 
 
 def _read_items(ctx: RunContext) -> list[CuqaItem]:
@@ -124,7 +105,9 @@ def _review_report(ctx: RunContext) -> ReviewReport | None:
     try:
         return ReviewReport.model_validate_json(path.read_text(encoding="utf-8"))
     except ValidationError as exc:
-        raise ValueError(f"{path} is not a review report: {exc.errors()[0]['msg']}") from None
+        raise ValueError(
+            f"{path} is not a review report: {describe_validation_error(exc)}"
+        ) from None
 
 
 def _counts(values: Iterable[str]) -> dict[str, int]:
@@ -132,24 +115,33 @@ def _counts(values: Iterable[str]) -> dict[str, int]:
     return dict(sorted(Counter(values).items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def compute_stats(ctx: RunContext, name: str, items: list[CuqaItem]) -> ReleaseStats:
+def release_window(window: Window) -> ReleaseWindow:
+    return ReleaseWindow(
+        cutoff=window.label,
+        known_until=window.cutoff,
+        first_unknown_day=window.cutoff + timedelta(days=1),
+        until=window.until,
+    )
+
+
+def compute_stats(
+    ctx: RunContext, name: str, items: list[CuqaItem], window: Window | None = None
+) -> ReleaseStats:
+    """The card's figures for `items`, released for `window` (default: the run's)."""
     categories = _categories(ctx, items)
     info = load_run_info(ctx.out)
     prompts: dict[str, set[str]] = {}
     for item in items:
         for template, sha in item.generator.prompts.items():
             prompts.setdefault(template, set()).add(sha)
+    released = date.today()
     return ReleaseStats(
         name=name,
-        released=date.today(),
+        version=ctx.options.release.release_version or released.isoformat(),
+        released=released,
         tool=f"cuqa-builder {__version__}",
         items=len(items),
-        window=Window(
-            cutoff=ctx.window.label,
-            known_until=ctx.window.cutoff,
-            first_unknown_day=ctx.window.cutoff + timedelta(days=1),
-            until=ctx.window.until,
-        ),
+        window=release_window(window or ctx.window),
         by_type=_counts(item.type for item in items),
         by_difficulty=_counts(item.difficulty for item in items),
         by_month=dict(sorted(Counter(f"{item.event.date:%Y-%m}" for item in items).items())),
@@ -157,282 +149,28 @@ def compute_stats(ctx: RunContext, name: str, items: list[CuqaItem]) -> ReleaseS
         by_review_status=_counts(item.review.status for item in items),
         generator_models=sorted({item.generator.model for item in items}),
         prompts={template: sorted(hashes) for template, hashes in sorted(prompts.items())},
-        seed=info.get("seed"),
-        validation=info.get("validation"),
+        seed=info.seed,
+        validation=info.validation,
+        checks=describe_checks(info.validation.limits if info.validation else Limits()),
         source_pages=dict(sorted({i.event.source_title: i.event.revid for i in items}.items())),
         failed_automatic_checks=_failed_automatic_checks(ctx, items),
         review=_review_report(ctx),
     )
 
 
-# --- the dataset card ----------------------------------------------------------------------------
-
-
-def _size_category(n: int) -> str:
-    for bound, label in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K")):
-        if n < bound:
-            return label
-    return "100K<n<1M"
-
-
-def _yaml_header(stats: ReleaseStats) -> str:
-    pretty = f"CuQA {stats.name} (knowledge cutoff {stats.window.cutoff})"
-    return f"""\
----
-pretty_name: "{pretty}"
-license: cc-by-sa-4.0
-language:
-- en
-task_categories:
-- question-answering
-task_ids:
-- open-domain-qa
-size_categories:
-- {_size_category(stats.items)}
-tags:
-- compositional-questions
-- unknown-questions
-- multi-hop
-configs:
-- config_name: default
-  data_files:
-  - split: test
-    path: {DATASET}
----
-"""
-
-
-def _cell(text: object) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def _table(header: tuple[str, ...], rows: Iterable[tuple[object, ...]]) -> str:
-    lines = [
-        "| " + " | ".join(header) + " |",
-        "|" + "|".join("---" for _ in header) + "|",
-        *("| " + " | ".join(_cell(c) for c in row) + " |" for row in rows),
-    ]
-    return "\n".join(lines)
-
-
-def _count_table(title: str, counts: dict[str, int], total: int) -> str:
-    rows = ((key, n, f"{n / total:.0%}") for key, n in counts.items())
-    return _table((title, "items", "share"), rows)
+def prompt_sources(stats: ReleaseStats) -> dict[str, str]:
+    """Each template's cited source, when the installed file is the one that was used."""
+    return {name: _prompt_source(name, hashes) for name, hashes in stats.prompts.items()}
 
 
 def _prompt_source(template: str, hashes: list[str]) -> str:
-    """The template's cited source, when the installed file is the one that was used."""
     try:
         prompt = load_prompt(template)
     except PromptError:
         return ""
     if prompt.sha256 not in hashes:
         return "(the installed template differs)"
-    source = re.sub(r"^source:\s*", "", prompt.source.splitlines()[0]) if prompt.source else ""
-    return source
-
-
-def _intro(stats: ReleaseStats) -> str:
-    window = stats.window
-    return f"""\
-# CuQA: {stats.name}
-
-CuQA (Compositional unknown Question Answering) asks questions that combine a part a language
-model cannot know with a part it does know. Each item merges an *unknown* sub-question, about an
-event Wikipedia dates after the model's knowledge cutoff, with a *known* sub-question the model
-can answer from its own knowledge. In **AAB** items both sub-questions share the answer; in
-**ABC** items the unknown sub-question's answer is a hidden bridge to the known one, whose answer
-is the item's. **Easy** items have two hops; **hard** items merge two easy items (four hops).
-The dataset and the recipe come from the Self-DC paper (Wang et al., 2024, section 3); this
-release was rebuilt with cuqa-builder for a given cutoff.
-
-- Knowledge cutoff: **{window.cutoff}**: the target model is assumed to know everything up to
-  {window.known_until}.
-- Unknown events: dated **{window.first_unknown_day}** to **{window.until}**.
-- Items: **{stats.items}** (one split, `test`).
-"""
-
-
-def _contents(stats: ReleaseStats) -> str:
-    n = stats.items
-    return "\n\n".join([
-        "## Contents",
-        _count_table("type", stats.by_type, n),
-        _count_table("difficulty", stats.by_difficulty, n),
-        _count_table("event month", stats.by_month, n),
-        _count_table("event category", stats.by_category, n),
-        _count_table("review status", stats.by_review_status, n),
-    ])
-
-
-def _usage() -> str:
-    return f"""\
-## Using it
-
-Each line of `{DATASET}` is one item: `id`, `question`, `answer`, `answer_aliases`, `type`
-(`AAB`/`ABC`), `difficulty` (`easy`/`hard`), `sub_questions` (question, answer, kind
-`unknown`/`known`), `event` (id, date, text, source page and revision), `cutoff`, `generator`
-(model and prompt hashes) and `review`. `{SCHEMA}` is its JSON Schema.
-
-```python
-import json
-items = [json.loads(line) for line in open("{DATASET}", encoding="utf-8")]
-
-import datasets
-cuqa = datasets.load_dataset("path/to/this/folder", split="test")  # reads this card's header
-cuqa = datasets.load_dataset("json", data_files="{DATASET}", split="train")  # the file alone
-
-import cuqa_builder
-items = cuqa_builder.load(".")  # typed items
-```
-"""
-
-
-def _source_pages(stats: ReleaseStats, has_manifest: bool) -> str:
-    pages = list(stats.source_pages.items())
-    listed = [
-        f"- [{title}]({revision_url(title, revid)})" + ("" if revid else " (revision unknown)")
-        for title, revid in pages[:PAGES_LISTED]
-    ]
-    more = len(pages) - PAGES_LISTED
-    if more > 0:
-        listed.append(f"- … and {more} more, listed in `{STATS}` (`source_pages`)")
-    manifest = (
-        f"`{MANIFEST}` is the run's page manifest (every page the run read, title -> revision id): "
-        "`cuqa-build --revisions manifest.json` fetches exactly those revisions again."
-        if has_manifest
-        else "The run left no page manifest; the revisions used are in "
-        f"`{STATS}` (`source_pages`)."
-    )
-    return "\n".join([
-        f"Events come from {len(pages)} Wikipedia pages (year articles and Current events "
-        "pages), at these revisions:", "", *listed, "", manifest,
-    ])
-
-
-def _provenance(stats: ReleaseStats, has_manifest: bool) -> str:
-    prompt_rows = (
-        (f"`{template}`", ", ".join(f"`{h[:16]}`" for h in hashes),
-         _prompt_source(template, hashes))
-        for template, hashes in stats.prompts.items()
-    )
-    validation = stats.validation or {}
-    limits = validation.get("limits")
-    words = (
-        f", {limits['min_question_words']}-{limits['max_question_words']} words, answers of at "
-        f"most {limits['max_answer_words']} words" if limits else ""
-    )
-    checks = (
-        f"one question ending in `?`{words}, no prompt residue, not a mere repeat of one "
-        "sub-question, a non-empty answer, no answer or bridge entity in the question, the "
-        "known question of ABC items mentions the bridge, the event is dated after the cutoff, "
-        "no duplicate questions"
-    )
-    probes = (
-        f"Probes asked **{validation['probe_model']}** closed-book (judge: "
-        f"{validation.get('judge')}): items it already answered, items whose known part it did "
-        "not know, and items it could not answer even given the unknown part failed. "
-        "Probe prompts: "
-        + ", ".join(f"`{n}` (`{h[:16]}`)" for n, h in validation.get("prompts", {}).items())
-        + "."
-        if validation.get("probe_model")
-        else "No probe model was used."
-    )
-    return "\n\n".join([
-        "## How it was built",
-        f"Built with {stats.tool} (`cuqa-build --cutoff {stats.window.cutoff}`), following "
-        "Algorithm 1 of the Self-DC paper with every intermediate step kept.",
-        f"- Generator model(s): {', '.join(f'`{m}`' for m in stats.generator_models)}\n"
-        f"- Random seed: {stats.seed if stats.seed is not None else 'not recorded'} (choices "
-        "are seeded per event, so the same seed and pages give the same items)",
-        "Prompt templates (sha256 prefixes; the full hashes are in every item's `generator`):",
-        _table(("template", "sha256", "source"), prompt_rows),
-        f"Automatic checks: {checks}. {probes} {_overrides(stats.failed_automatic_checks)}",
-        _source_pages(stats, has_manifest),
-    ])
-
-
-def _overrides(failed: int | None) -> str:
-    if failed is None:
-        return ""
-    if not failed:
-        return "Every released item passed every check and probe."
-    return (f"{failed} released items failed a check or probe and are kept because reviewers "
-            "accepted them (they were pushed with `cuqa-annotate push --only all`).")
-
-
-def _review(stats: ReleaseStats) -> str:
-    report = stats.review
-    if report is None:
-        return (
-            "## Review\n\nNo human review report was found for this run: these items passed the "
-            "automatic checks only (review status `unreviewed`)."
-        )
-    rate = f"{report.accept_rate:.0%}" if report.accept_rate is not None else "n/a"
-    rows = [
-        ("tasks reviewed", f"{report.reviewed} of {report.tasks}"),
-        ("accepted / rejected / tied", f"{report.accepted} / {report.rejected} / {report.ties}"),
-        ("accept rate", rate),
-        ("questions rewritten", report.rewritten),
-        ("answers corrected", report.answers_corrected),
-        ("annotators", report.annotators),
-        ("votes (cancelled annotations not counted)", f"{report.votes} ({report.cancelled})"),
-    ]
-    if report.mean_agreement is not None:
-        rows.append(("agreement (multi-annotated tasks)",
-                     f"{report.mean_agreement:.2f} over {report.multi_annotated}"))
-    if report.seconds_per_task is not None:
-        rows.append(("seconds per task", f"{report.seconds_per_task:.1f}"))
-    reasons = ", ".join(f"{r} ({n})" for r, n in report.reject_reasons.items()) or "none"
-    return "\n\n".join([
-        "## Review",
-        "Annotators reviewed the items in Label Studio, as in the paper's section 3.2: they "
-        "rejected items whose answer was wrong, that were not unknown, whose known part was "
-        "wrong or that read unnaturally, and rewrote questions to read naturally. An item is "
-        "kept when most of its annotators accepted it (a tie is not an accept).",
-        _table(("", "figure"), rows),
-        f"Reject reasons: {reasons}.",
-    ])
-
-
-def _licence_and_citation(stats: ReleaseStats) -> str:
-    tool = f"""\
-@software{{cuqa_builder,
-  title   = {{cuqa-builder: building CuQA datasets of compositional unknown questions}},
-  author  = {{{{cuqa-builder developers}}}},
-  version = {{{__version__}}},
-  year    = {{{stats.released.year}}}
-}}"""
-    return f"""\
-## Licence
-
-CC BY-SA 4.0 (https://creativecommons.org/licenses/by-sa/4.0/). The event texts are adapted from
-Wikipedia articles by Wikipedia contributors, licensed CC BY-SA 4.0; the pages and revisions are
-listed above and in `{STATS}`. The questions were generated by a language model from those texts
-(and reviewed as described above); the dataset is shared under the same licence.
-
-## Citation
-
-The CuQA recipe and the Self-DC paper:
-
-```bibtex
-{SELF_DC_BIBTEX}
-```
-
-The tool that built this release:
-
-```bibtex
-{tool}
-```
-"""
-
-
-def render_card(stats: ReleaseStats, has_manifest: bool) -> str:
-    sections = [
-        _intro(stats), _contents(stats), _usage(), _provenance(stats, has_manifest),
-        _review(stats), _licence_and_citation(stats),
-    ]
-    return _yaml_header(stats) + "\n" + "\n\n".join(s.strip("\n") for s in sections) + "\n"
+    return re.sub(r"^source:\s*", "", prompt.source.splitlines()[0]) if prompt.source else ""
 
 
 # --- the stage ----------------------------------------------------------------------------------
@@ -447,18 +185,110 @@ def _copy_manifest(ctx: RunContext, dest: Path) -> bool:
     return True
 
 
+def _event_refs(ctx: RunContext, items: list[CuqaItem]) -> dict[str, list[EventRef]]:
+    """Item id -> every event it is built on: a hard item's two, from candidates.jsonl (a
+    released item names one event only)."""
+    refs = {item.id: [item.event] for item in items}
+    for candidate in iter_jsonl(ctx.path(CANDIDATES), Candidate):
+        if candidate.id in refs and candidate.sub_items:
+            refs[candidate.id] = event_refs(candidate)
+    return refs
+
+
+def _hold_back_stale(
+    ctx: RunContext, items: list[CuqaItem], refs: Mapping[str, list[EventRef]]
+) -> tuple[list[CuqaItem], int]:
+    """The items whose events are as they were generated from; and how many are not."""
+    if not ctx.path(EVENTS).exists():
+        return items, 0
+    events = {event.id: event for event in iter_jsonl(ctx.path(EVENTS), Event)}
+    kept = [item for item in items if staleness(refs[item.id], events) is None]
+    return kept, len(items) - len(kept)
+
+
+def _subset(
+    items: list[CuqaItem], refs: Mapping[str, list[EventRef]], window: Window
+) -> list[CuqaItem]:
+    """The items still unknown to a model with the window's cutoff, labelled with it."""
+    return [
+        item if item.cutoff == window.label else item.model_copy(update={"cutoff": window.label})
+        for item in items
+        if all(window.contains(ref.date) for ref in refs[item.id])
+    ]
+
+
+def _windows(ctx: RunContext) -> list[Window]:
+    until = ctx.window.until.isoformat()
+    return [Window.parse(cutoff, until) for cutoff in ctx.options.release.cutoffs] or [ctx.window]
+
+
+def _clear_other_layout(dest: Path, subsets: list[str]) -> None:
+    """Remove what an earlier release in this folder left that this one does not write."""
+    (dest / CHANGELOG).unlink(missing_ok=True)  # it compared the earlier release
+    if subsets:
+        (dest / DATASET).unlink(missing_ok=True)
+    for folder in dest.glob(f"{SUBSET_PREFIX}*"):
+        if folder.name not in subsets and (folder / DATASET).is_file():
+            (folder / DATASET).unlink()
+            if not any(folder.iterdir()):
+                folder.rmdir()
+
+
+def _write_subsets(
+    dest: Path, items: list[CuqaItem], refs: Mapping[str, list[EventRef]], windows: list[Window]
+) -> tuple[list[CuqaItem], list[CutoffSubset]]:
+    """One folder per cutoff; returns the items of any subset (each once) and the subsets."""
+    subsets: list[CutoffSubset] = []
+    released: dict[str, CuqaItem] = {}
+    for window in windows:
+        chosen = _subset(items, refs, window)
+        config = f"{SUBSET_PREFIX}{window.label}"
+        write_jsonl(dest / config / DATASET, chosen)
+        subsets.append(CutoffSubset(
+            config=config, path=f"{config}/{DATASET}", window=release_window(window),
+            items=len(chosen), by_type=_counts(i.type for i in chosen),
+            by_difficulty=_counts(i.difficulty for i in chosen),
+        ))
+        for item in chosen:
+            released.setdefault(item.id, item)
+    return list(released.values()), subsets
+
+
 def run(ctx: RunContext) -> str:
     dest = _release_dir(ctx)
     items = _read_items(ctx)
-    stats = compute_stats(ctx, dest.name, items)
+    refs = _event_refs(ctx, items)
+    items, held_back = _hold_back_stale(ctx, items, refs)
+    windows = _windows(ctx)
     dest.mkdir(parents=True, exist_ok=True)
-    write_jsonl(dest / DATASET, items)
+    multi = len(windows) > 1
+    _clear_other_layout(dest, [f"{SUBSET_PREFIX}{w.label}" for w in windows] if multi else [])
+    if multi:
+        items, subsets = _write_subsets(dest, items, refs, windows)
+    else:
+        items, subsets = _subset(items, refs, windows[0]), []
+        write_jsonl(dest / DATASET, items)
+    stats = compute_stats(ctx, dest.name, items, windows[0]).model_copy(
+        update={"subsets": subsets, "stale_held_back": held_back}
+    )
     atomic_write_json(dest / SCHEMA, CuqaItem.model_json_schema())
     atomic_write_json(dest / STATS, stats.model_dump(mode="json"))
     has_manifest = _copy_manifest(ctx, dest)
-    atomic_write_text(dest / CARD, render_card(stats, has_manifest))
+    atomic_write_text(dest / CARD, render_card(stats, has_manifest, prompt_sources(stats)))
+    return _summary(stats, dest, has_manifest)
+
+
+def _summary(stats: ReleaseStats, dest: Path, has_manifest: bool) -> str:
     reviewed = stats.by_review_status.get("accepted", 0)
-    return (
-        f"release: {stats.items} items ({reviewed} accepted by review) -> {dest}/ "
-        f"({DATASET}, {SCHEMA}, {CARD}, {STATS}" + (f", {MANIFEST})" if has_manifest else ")")
-    )
+    data = ", ".join(s.path for s in stats.subsets) if stats.subsets else DATASET
+    lines = [
+        f"release {stats.version}: {stats.items} items ({reviewed} accepted by review) -> "
+        f"{dest}/ ({data}, {SCHEMA}, {CARD}, {STATS}" + (f", {MANIFEST})" if has_manifest else ")")
+    ]
+    lines += [f"  {s.config}: {s.items} items (events after {s.window.known_until})"
+              for s in stats.subsets]
+    if stats.stale_held_back:
+        lines.append(f"  {stats.stale_held_back} items held back: their event was reworded or "
+                     "removed since they were generated (run generate, validate and review "
+                     "again)")
+    return "\n".join(lines)

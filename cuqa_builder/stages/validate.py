@@ -3,32 +3,44 @@
 Every candidate keeps its verdict (`validation`: passed, failures with reasons, probe answers)
 in `candidates.jsonl`, rewritten atomically; the ones that passed become the unreviewed items
 of `cuqa.jsonl`. The checks are cheap and simply run again; probe calls go through the gateway's
-cache, so a killed or repeated run asks the target model nothing twice.
+cache, so a killed or repeated run asks the target model nothing twice. A candidate whose event
+a refresh reworded or removed fails `event_changed` (and is not probed) until the generate stage
+makes it again.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
-from dataclasses import asdict
 from pathlib import Path
 
-from cuqa_builder.annotation.review import REVIEW_REPORT
+from cuqa_builder.annotation.review import ReviewReport
 from cuqa_builder.jsonio import iter_jsonl, read_jsonl, write_jsonl
 from cuqa_builder.llm.settings import (
     API_TIMEOUT_S,
     LOCAL_TIMEOUT_S,
     LLMSettings,
     local_model_name,
-    settings_from_args,
+    resolve_settings,
 )
 from cuqa_builder.llm.types import GatewayStats
 from cuqa_builder.prompts import load_prompt
-from cuqa_builder.records import Candidate, CuqaItem
-from cuqa_builder.run import CANDIDATES, DATASET, LLM_CACHE, RunContext, save_run_info
-from cuqa_builder.validation.checks import CHECK_NAMES, CheckReport, Limits, check_all
+from cuqa_builder.records import Candidate, CuqaItem, Event
+from cuqa_builder.refresh import STALE, stale_candidates
+from cuqa_builder.run import (
+    CANDIDATES,
+    DATASET,
+    EVENTS,
+    LLM_CACHE,
+    REVIEW_REPORT,
+    RunContext,
+    ValidationInfo,
+    check_replacement,
+    save_run_info,
+)
+from cuqa_builder.stages.options import BuildOptions
+from cuqa_builder.validation.checks import CHECK_NAMES, CheckReport, check_all
 from cuqa_builder.validation.probes import (
     CLOSED_BOOK,
     PROBE_CHECKS,
@@ -38,14 +50,6 @@ from cuqa_builder.validation.probes import (
     probe_all,
     record_probes,
 )
-
-
-def limits_from_options(options: argparse.Namespace) -> Limits:
-    return Limits(
-        min_question_words=options.min_question_words,
-        max_question_words=options.max_question_words,
-        max_answer_words=options.max_answer_words,
-    )
 
 
 def _with_model(
@@ -66,19 +70,21 @@ def _with_model(
 
 
 def probe_settings(
-    options: argparse.Namespace, cache: Path
+    options: BuildOptions, cache: Path
 ) -> tuple[LLMSettings, LLMSettings | None]:
     """The probe model's settings (`--probe-base-url`, else the generation endpoint) and the
     judge's, at the probe's endpoint; None without `--judge-model`."""
-    base = settings_from_args(options, default_cache=cache)
-    probe = _with_model(base, options.probe_model, options.probe_base_url, options.timeout)
-    if not options.judge_model:
+    checks, timeout = options.checks, options.llm.timeout
+    assert checks.probe_model is not None
+    base = resolve_settings(options.llm, default_cache=cache)
+    probe = _with_model(base, checks.probe_model, checks.probe_base_url, timeout)
+    if not checks.judge_model:
         return probe, None
-    return probe, _with_model(probe, options.judge_model, None, options.timeout)
+    return probe, _with_model(probe, checks.judge_model, None, timeout)
 
 
 async def _probe(
-    options: argparse.Namespace, cache: Path, candidates: Sequence[Candidate], report: CheckReport
+    options: BuildOptions, cache: Path, candidates: Sequence[Candidate], report: CheckReport
 ) -> tuple[str, str, GatewayStats]:
     """Probe the candidates that passed the checks; returns the model, judge and usage."""
     # Imported here: `openai` takes a while to load and only probing needs it.
@@ -111,11 +117,27 @@ def _count_table(report: CheckReport, names: Sequence[str]) -> list[str]:
     return lines
 
 
+def _mark_stale(ctx: RunContext, candidates: list[Candidate], report: CheckReport) -> None:
+    """Fail the candidates whose event changed or went away since they were made (when the
+    run has its events.jsonl to compare with)."""
+    if not ctx.path(EVENTS).exists():
+        return
+    events = {event.id: event for event in iter_jsonl(ctx.path(EVENTS), Event)}
+    stale = stale_candidates(candidates, events)
+    report.applied[STALE] = len(candidates)
+    for candidate, validation in zip(candidates, report.validations, strict=True):
+        if candidate.id in stale:
+            validation.failures.append(stale[candidate.id].failure())
+            validation.passed = False
+            report.failed[STALE] += 1
+
+
 def _summary(report: CheckReport, passed: int, dataset: str, probes: str | None) -> str:
     total = len(report.validations)
+    names = (*CHECK_NAMES, STALE) if report.applied[STALE] else CHECK_NAMES
     lines = [
         f"validate: {passed} of {total} candidates passed, {total - passed} failed {dataset}",
-        *_count_table(report, CHECK_NAMES),
+        *_count_table(report, names),
     ]
     if probes:
         lines += [probes, *_count_table(report, PROBE_CHECKS)]
@@ -126,15 +148,14 @@ def _summary(report: CheckReport, passed: int, dataset: str, probes: str | None)
 
 def run(ctx: RunContext) -> str:
     path = ctx.path(CANDIDATES)
-    if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist: run the generate stage first")
     candidates = read_jsonl(path, Candidate)
     options = ctx.options
-    limits = limits_from_options(options)
+    limits = options.checks.limits
     report = check_all(candidates, limits)
-    settings: dict[str, object] = {"limits": asdict(limits)}
+    _mark_stale(ctx, candidates, report)
+    settings = ValidationInfo(limits=limits)
     probes_line = None
-    if options.probe_model:
+    if options.checks.probe_model:
         model, judge_name, stats = asyncio.run(
             _probe(options, ctx.path(LLM_CACHE), candidates, report)
         )
@@ -144,7 +165,9 @@ def run(ctx: RunContext) -> str:
             f"{stats.calls} calls, {stats.cache_hits} from the cache"
         )
         prompts = {name: load_prompt(name).sha256 for name in (CLOSED_BOOK, WITH_UNKNOWN_ANSWER)}
-        settings.update(probe_model=model, judge=judge_name, prompts=prompts)
+        settings = settings.model_copy(
+            update={"probe_model": model, "judge": judge_name, "prompts": prompts}
+        )
     save_run_info(ctx.out, validation=settings)  # what the release's card reports
     validated = [
         candidate.model_copy(update={"validation": validation})
@@ -152,17 +175,35 @@ def run(ctx: RunContext) -> str:
     ]
     write_jsonl(path, validated)
     passed = [c.to_item() for c in validated if c.validation and c.validation.passed]
-    dataset = _write_dataset(ctx.path(DATASET), ctx.path(REVIEW_REPORT), passed)
+    dataset = _write_dataset(
+        ctx.path(DATASET), ctx.path(REVIEW_REPORT), passed, options.force
+    )
     return _summary(report, len(passed), dataset, probes_line)
 
 
-def _write_dataset(path: Path, review_report: Path, items: list[CuqaItem]) -> str:
+def _write_dataset(
+    path: Path, review_report: Path, items: list[CuqaItem], force: bool
+) -> str:
     """Write the passed items, unless people reviewed this run: their verdicts are never
     overwritten, not even a review that accepted nothing (pulling the annotations again
-    applies the new verdicts)."""
+    applies the new verdicts). A review report in which nobody judged anything (an empty
+    export, say) protects nothing: it and its empty file are replaced."""
     reviewed = sum(item.review.status != "unreviewed" for item in iter_jsonl(path, CuqaItem))
-    if reviewed or review_report.exists():
+    if reviewed or _judged_something(review_report):
         return (f"(kept {path}: it holds the {reviewed} items accepted by review; "
                 "`cuqa-annotate pull` or `import` again applies these verdicts)")
+    check_replacement(path, len(items), "items that passed", force)
+    review_report.unlink(missing_ok=True)
     write_jsonl(path, items)
     return f"-> {path}"
+
+
+def _judged_something(review_report: Path) -> bool:
+    """Whether a review report records any judgement; one that cannot be read counts as yes."""
+    if not review_report.exists():
+        return False
+    try:
+        report = ReviewReport.model_validate_json(review_report.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return True
+    return report.reviewed > 0

@@ -1,0 +1,65 @@
+"""The one shell around every command: logging, quiet HTTP loggers, errors and Ctrl-C.
+
+Every CLI (`cuqa-build`, `cuqa-eval`, `cuqa-annotate`, `cuqa-models`) runs its work through
+`run_command`, so all four answer alike:
+- a bad flag: argparse's usage and `PROG: error: ...`, exit 2 (a `UsageError` too);
+- any other failure the user can act on: one line `PROG: error: ...`, exit 1;
+- Ctrl-C: `PROG: interrupted; run the same command to resume`, exit 130;
+- `-v/--verbose`: debug logging, and the traceback above the one-line error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import traceback
+from collections.abc import Callable
+
+from cuqa_builder.errors import CuqaError
+
+# Libraries that log every request or step at INFO, which would drown progress bars and summaries
+# (httpx and httpx2: the openai client's HTTP stack; bm25s: its indexing steps).
+_CHATTY_LOGGERS = ("httpx", "httpx2", "bm25s")
+INTERRUPTED = 130
+
+
+def add_verbosity_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="debug logging, and tracebacks for errors")
+
+
+def configure_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    for name in _CHATTY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.WARNING)
+
+
+def run_command(
+    prog: str, args: argparse.Namespace, command: Callable[[argparse.Namespace], int | None]
+) -> int:
+    """Run `command(args)` and turn its outcome into an exit status and at most one line."""
+    verbose = bool(getattr(args, "verbose", False))
+    configure_logging(verbose)
+    try:
+        return command(args) or 0
+    except KeyboardInterrupt:
+        print(f"\n{prog}: interrupted; run the same command to resume", file=sys.stderr)
+        return INTERRUPTED
+    except Exception as exc:  # every failure ends as one readable line, never a traceback
+        if verbose:
+            traceback.print_exc()
+        print(f"{prog}: error: {_one_line(exc)}", file=sys.stderr)
+        return exc.exit_code if isinstance(exc, CuqaError) else 1
+
+
+def _one_line(exc: Exception) -> str:
+    """The message of a user-facing error; for anything else also its kind and where to look,
+    since it is most likely a bug."""
+    message = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, (CuqaError, OSError, ValueError)):
+        return message
+    return f"{message} ({type(exc).__name__}; run with -v for the traceback)"

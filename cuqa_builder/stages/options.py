@@ -1,0 +1,119 @@
+"""What each stage of `cuqa-build` may be told: one typed, frozen options model per stage.
+
+`cli/build.py` builds these once from the command line (its flags, defaults and help are derived
+from the fields below) and the stages read nothing else. Kept free of heavy imports, so that
+`cuqa-build --help` stays instant.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cuqa_builder.llm.settings import LLMOptions
+from cuqa_builder.validation.limits import Limits
+
+WIKIPEDIA_API = "https://en.wikipedia.org/w/api.php"
+
+
+class StageOptions(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class SourceOptions(StageOptions):
+    """Where pages come from (fetch and events)."""
+
+    source: Path | None = Field(
+        None, description="read a snapshot directory (NAME.wiki + NAME.json) offline"
+    )
+    wiki_api: str = Field(WIKIPEDIA_API, description="MediaWiki api.php URL")
+    sources: str = Field(
+        "year,portal", description="page kinds: year articles, Current events portal pages"
+    )
+    revisions: Path | None = Field(
+        None, description="manifest.json of an earlier run: fetch those revisions"
+    )
+    contact: str | None = Field(
+        None, description="contact put in the User-Agent (default: $CUQA_CONTACT or the "
+        "project's URL)",
+    )
+    wiki_interval: float = Field(
+        1.0, ge=0, description="minimum pause between two MediaWiki API requests",
+        json_schema_extra={"flag": {"metavar": "SECONDS"}},
+    )
+    settle: int = Field(
+        14, ge=0, description="a page fetched less than DAYS after its date (a day page's day, "
+        "a year article's 31 December) is re-checked for a new revision by the next run, "
+        "one cheap request per 50 pages, and fetched again only if it changed",
+        json_schema_extra={"flag": {"metavar": "DAYS"}},
+    )
+    spacy_model: str = Field("en_core_web_sm", description="spaCy pipeline for NER")
+
+
+class GenerateOptions(StageOptions):
+    """Algorithm 1's run: which events, which seed, how many hard items."""
+
+    limit: int | None = Field(
+        None, ge=0, description="generate from at most N events",
+        json_schema_extra={"flag": {"metavar": "N"}},
+    )
+    seed: int = Field(
+        0, description="base random seed (default: the run's recorded seed, else 0)",
+        json_schema_extra={"flag": {"default": None}},  # None on the command line: not given
+    )
+    hard: int = Field(
+        0, ge=0, description="also merge N pairs of easy items into hard ones",
+        json_schema_extra={"flag": {"metavar": "N"}},
+    )
+
+
+class ValidateOptions(StageOptions):
+    """The automatic checks' limits and the optional probes of a target model."""
+
+    limits: Limits = Field(default_factory=Limits)
+    probe_model: str | None = Field(
+        None, description="target model asked closed-book by the probes (local[:NAME]: an "
+        "embedded model)",
+    )
+    probe_base_url: str | None = Field(
+        None, description="endpoint of the probe model (default: --base-url)"
+    )
+    judge_model: str | None = Field(
+        None, description="LLM judge for probe answers (default: normalised match)"
+    )
+
+
+class ReleaseOptions(StageOptions):
+    name: str | None = Field(None, description="dataset name: writes OUTPUT_ROOT/NAME/")
+    output_root: Path = Field(Path("output"), description="where releases go")
+    release_version: str | None = Field(
+        None, description="version written in the card and stats.json (default: the release "
+        "date, YYYY-MM-DD; --version prints the program's own version)",
+        json_schema_extra={"flag": {"metavar": "VERSION"}},
+    )
+    # From --cutoff (a comma-separated list for one subset per cutoff), not a flag of its own.
+    cutoffs: tuple[str, ...] = Field(
+        (), description="the cutoffs of the release's subsets (default: the run's cutoff)"
+    )
+
+
+class BuildOptions(StageOptions):
+    """Everything one `cuqa-build` invocation was told, stage by stage."""
+
+    source: SourceOptions = Field(default_factory=SourceOptions)
+    llm: LLMOptions = Field(default_factory=LLMOptions)
+    generate: GenerateOptions = Field(default_factory=GenerateOptions)
+    checks: ValidateOptions = Field(default_factory=ValidateOptions)
+    release: ReleaseOptions = Field(default_factory=ReleaseOptions)
+    quiet: bool = Field(
+        False, description="no progress bars", json_schema_extra={"flag": {"aliases": ("-q",)}}
+    )
+    force: bool = Field(
+        False, description="let a stage replace its output with an empty or much smaller one "
+        "(refused otherwise: it usually means a bad input)",
+    )
+    reseed: bool = Field(
+        False, description="start generation afresh with a --seed that differs from the run's "
+        "(the old candidates are kept aside as candidates.seed-N.jsonl)",
+    )

@@ -1,0 +1,116 @@
+"""The stages of `cuqa-build`, in pipeline order: what each reads and writes in the run directory.
+
+This table is the pipeline. `cli/build.py` runs stages from it, the "X is missing: run the Y
+stage first" check is derived from it, and the README's architecture table is checked against
+it by a test. A stage's module is imported only when the stage runs: the LLM stack takes
+seconds to load and `--help` or the events stage never need it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cuqa_builder.errors import CuqaError
+from cuqa_builder.run import (
+    CANDIDATES,
+    DATASET,
+    EVENTS,
+    GENERATION_FAILURES,
+    MANIFEST,
+    PAGES_DIR,
+    REFRESH,
+    RUN_INFO,
+    RunContext,
+)
+
+
+class MissingInputError(CuqaError, FileNotFoundError):
+    """A stage's input is not in the run directory yet."""
+
+
+def _fetch(ctx: RunContext) -> str:
+    from cuqa_builder.stages import fetch
+
+    return fetch.run(ctx)
+
+
+def _events(ctx: RunContext) -> str:
+    from cuqa_builder.stages import events
+
+    return events.run(ctx)
+
+
+def _generate(ctx: RunContext) -> str:
+    from cuqa_builder.stages import generate
+
+    return generate.run(ctx)
+
+
+def _validate(ctx: RunContext) -> str:
+    from cuqa_builder.stages import validate
+
+    return validate.run(ctx)
+
+
+def _release(ctx: RunContext) -> str:
+    from cuqa_builder.stages import release
+
+    return release.run(ctx)
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    job: str  # one line, for --help and the README
+    reads: tuple[str, ...]  # run-directory files that must exist before it runs
+    writes: tuple[str, ...]
+    run: Callable[[RunContext], str]
+
+    def missing_inputs(self, ctx: RunContext) -> list[str]:
+        # The events stage reads --source DIR instead of the run's pages when given one.
+        reads = () if self.name == "events" and ctx.options.source.source else self.reads
+        return [name for name in reads if not ctx.path(name).exists()]
+
+
+STAGES: tuple[Stage, ...] = (
+    Stage("fetch", "Wikipedia pages of the window -> a snapshot", (), (PAGES_DIR, MANIFEST),
+          _fetch),
+    Stage("events", "pages -> dated events with entities (or --source DIR)", (PAGES_DIR,),
+          (EVENTS, MANIFEST, REFRESH), _events),
+    Stage("generate", "events -> candidates by Algorithm 1", (EVENTS,),
+          (CANDIDATES, GENERATION_FAILURES, RUN_INFO), _generate),
+    Stage("validate", "candidates -> verdicts, and the items that passed", (CANDIDATES,),
+          (CANDIDATES, DATASET, RUN_INFO), _validate),
+    Stage("release", "reviewed items -> OUTPUT_ROOT/NAME/ with card, schema, stats", (DATASET,),
+          (), _release),
+)
+BY_NAME = {stage.name: stage for stage in STAGES}
+
+
+def producer_of(name: str) -> Stage:
+    """The first stage that writes run-directory file `name`."""
+    return next(stage for stage in STAGES if name in stage.writes)
+
+
+def run_stage(stage: Stage, ctx: RunContext) -> str:
+    """Run one stage after checking that its inputs exist; returns its summary."""
+    for name in stage.missing_inputs(ctx):
+        raise MissingInputError(
+            f"{ctx.path(name)} is missing: run the {producer_of(name).name} stage first"
+        )
+    return stage.run(ctx)
+
+
+def markdown_table() -> str:
+    """The registry as the README's architecture table (a test keeps the two equal)."""
+    def files(names: tuple[str, ...]) -> str:
+        shown = (name if "." in name else f"{name}/" for name in names)  # a folder: pages/
+        return ", ".join(f"`{name}`" for name in shown) or "—"
+
+    rows = [
+        f"| {stage.name} | `stages/{stage.name}.py` | {stage.job} | {files(stage.reads)} | "
+        f"{files(stage.writes)} |"
+        for stage in STAGES
+    ]
+    return "\n".join(["| stage | module | job | reads | writes |", "|---|---|---|---|---|", *rows])
