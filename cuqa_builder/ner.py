@@ -7,6 +7,7 @@ becomes an entity. Only labels that can name a question's answer are kept: no da
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import multiprocessing.context
 import time
@@ -169,6 +170,9 @@ class EntityExtractor:
         """
         global _WORKER_PIPELINE
         _WORKER_PIPELINE = self.nlp  # a forked worker finds it loaded already
+        # What exists now (the pipeline above all) is left out of garbage collections, so
+        # forked workers neither scan it nor copy its memory pages by touching it.
+        gc.freeze()
         try:
             with ProcessPoolExecutor(
                 processes, mp_context=_worker_context(), initializer=_start_worker,
@@ -185,6 +189,7 @@ class EntityExtractor:
                     yield self._result(pending.popleft())
         finally:
             _WORKER_PIPELINE = None
+            gc.unfreeze()
 
     def _result(
         self, job: tuple[list[T], Future[list[Offsets]]]
