@@ -597,3 +597,19 @@ def test_a_page_that_yields_far_fewer_events_than_bullets_is_warned_about():
         "Portal:Current events/2024 February 29: 1 event from 4 bullets (3 bullets were not "
         "read as news, topics or skipped sections; malformed markup?)"
     ]
+
+
+def test_bullets_that_start_two_deep_under_a_term_category():
+    events = parse_portal(inline_page(wrapped(
+        ";Armed conflicts and attacks\n**[[Invented war]]\n"
+        "***[[Invented battle#Aftermath|Aftermath of the invented battle]]\n"
+        "****Soldiers are killed in an airstrike. [https://a.example.com (A)]\n"
+        "**Dozens are killed in clashes near the border. [https://b.example.com (B)]\n"
+        "*{{flagicon|UKR}} [[Ukraine]]\n**A bridge reopens. [https://c.example.com (C)]"
+    )))
+    assert [(e.category, e.topics, e.text) for e in events] == [
+        ("Armed conflicts and attacks", ["Invented war", "Invented battle"],
+         "Soldiers are killed in an airstrike."),
+        ("Armed conflicts and attacks", [], "Dozens are killed in clashes near the border."),
+        ("Armed conflicts and attacks", ["Ukraine"], "A bridge reopens."),
+    ]
