@@ -26,6 +26,7 @@ DATASET = "cuqa.jsonl"
 REVIEW_REPORT = "review-report.json"
 RUN_INFO = "run.json"
 LLM_CACHE = "llm-cache.sqlite"
+ARTICLES = "articles.jsonl"  # entity articles looked up as of the cutoff (pages/articles/)
 
 
 class RunInfoError(CuqaError, ValueError):
@@ -40,6 +41,8 @@ class GenerationInfo(BaseModel):
     sampling: dict[str, float | int] = Field(description="temperature, top_p, max tokens")
     prompts: dict[str, str] = Field(description="template name -> sha256")
     hard: int = 0
+    attempts: int = Field(1, description="tries per step (repair)")
+    known_source: str = Field("model", description="where known passages came from")
 
 
 class ValidationInfo(BaseModel):
@@ -48,7 +51,8 @@ class ValidationInfo(BaseModel):
     limits: Limits
     probe_model: str | None = None
     judge: str | None = None
-    prompts: dict[str, str] | None = Field(None, description="probe template -> sha256")
+    critic_model: str | None = None
+    prompts: dict[str, str] | None = Field(None, description="probe/critic template -> sha256")
 
 
 class RunInfo(BaseModel):

@@ -300,8 +300,10 @@ def test_validate_stage_writes_verdicts_and_the_passed_items(
     assert all(v is not None for v in verdicts.values())
     assert not verdicts["cq-leak"].passed
     assert [f.check for f in verdicts["cq-leak"].failures] == [
-        "answer_in_question", "bridge_in_question"
-    ]
+        "answer_in_question", "bridge_in_question", "near_duplicate"
+    ]  # the leak rewords cq-abc...2: same event, same answer
+    assert verdicts["cq-leak"].failures[2].reason == (
+        "near_duplicate of cq-abc0000000000002 (same event and answer)")
     assert verdicts["cq-aab0000000000003"].failures[0].reason == "duplicate of cq-dupe"
 
     items = read_jsonl(tmp_path / "cuqa.jsonl", CuqaItem)

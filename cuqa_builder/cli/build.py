@@ -32,8 +32,8 @@ def _epilog() -> str:
     return (
         "stages (each reads the previous stage's file in --out, so any can be re-run alone):\n"
         + "\n".join(lines)
-        + f"\n  {'all':<{width}}  (fetch unless --source,) events, generate and validate, and "
-        "release when --name is given\n\nA killed run resumes: run the same command again.\n"
+        + f"\n  {'all':<{width}}  (fetch unless --source,) events, generate, ground and validate, "
+        "and release when --name is given\n\nA killed run resumes: run the same command again.\n"
     )
 
 
@@ -100,7 +100,7 @@ def _plan(stage: str, options: BuildOptions) -> list[Stage]:
     elif stage != "all":
         names = [stage]
     else:
-        names = [*([] if offline else ["fetch"]), "events", "generate", "validate"]
+        names = [*([] if offline else ["fetch"]), "events", "generate", "ground", "validate"]
         names += ["release"] if options.release.name else []
     return [BY_NAME[name] for name in names]
 

@@ -3,6 +3,14 @@
 Every random choice for an event is drawn up front from a generator seeded by the run's seed and
 the event id, so the same event makes the same choices whatever `--limit`, order or resumption;
 the same choices give the same prompts and sampling seed, so a re-run is served by the cache.
+
+Repair: the checks that apply to a step's output run as soon as it is there (no question at all,
+a question naming its own answer, a merge that gives the bridge away or repeats one input). A
+refused output is asked again with the next sampling seed (a new cache key), up to `attempts`
+times; later steps only run on an accepted output, and every attempt is kept.
+
+With `known_source="wiki"` the known passage is the lead of the bridge's article as it was at
+the cutoff (given by the stage; generation does no I/O) and `k_ent` is one of the lead's links.
 """
 
 from __future__ import annotations
@@ -13,12 +21,13 @@ import random
 import re
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel
 
 from cuqa_builder.errors import CuqaError
 from cuqa_builder.generation.output_parsing import OutputError, parse_passage, parse_question
+from cuqa_builder.grounding.keys import entity_key
 from cuqa_builder.llm.types import ChatResult, LLMError
 from cuqa_builder.prompts import PromptTemplate, load_prompt
 from cuqa_builder.records import (
@@ -26,18 +35,29 @@ from cuqa_builder.records import (
     Entity,
     Event,
     EventRef,
+    Evidence,
     GeneratorInfo,
     Intermediates,
+    KnownSource,
+    Link,
     PromptCall,
     QuestionType,
     SubQuestion,
 )
+from cuqa_builder.text import contains_answer, normalize_answer
 
+A = TypeVar("A")
+B = TypeVar("B")
 EntityFinder = Callable[[str], Awaitable[list[Entity]]]
-# A reply with no usable question is asked once more with another sampling seed (a new cache
-# key); the unusable reply stays cached, so a re-run reproduces the same outcome for free.
-PARSE_ATTEMPTS = 2
+# A refused reply is asked again with the next sampling seed (a new cache key); refused replies
+# stay cached, so a re-run reproduces the same outcome for free.
+DEFAULT_ATTEMPTS = 3
 _PARENTHETICAL = re.compile(r"\s*\([^)]*\)$")
+_NOT_AN_ENTITY = re.compile(r"^[\d\s,–-]+$|^(?:January|February|March|April|May|June|July|August"
+                            r"|September|October|November|December) \d{1,2}$")
+LINK_LABEL = "LINK"  # label of an entity taken from an article's wikilink
+# A step check: the parsed output -> why it is refused, or None to accept it.
+StepCheck = Callable[[str], "str | None"]
 
 
 class PromptGateway(Protocol):
@@ -102,12 +122,71 @@ class Sampling(BaseModel):
 
 
 class GenerationError(CuqaError):
-    """A step that failed for good: the model call, or output that holds nothing usable."""
+    """A step that failed for good: the model call, or every attempt refused by its check."""
 
-    def __init__(self, step: str, reason: str) -> None:
+    def __init__(self, step: str, reason: str, attempts: list[PromptCall] | None = None) -> None:
         super().__init__(f"{step}: {reason}")
         self.step = step
         self.reason = reason
+        self.attempts = list(attempts or [])
+        self.branch: QuestionType | None = None
+
+
+@dataclass(frozen=True)
+class KnownArticle:
+    """An entity's article at the cutoff, as `--known-source wiki` uses it."""
+
+    passage: str  # the lead's first sentences
+    links: list[Link]  # the lead's links: where k_ent is sampled
+    evidence: Evidence
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """Every attempt of one step, the accepted one last."""
+
+    attempts: list[PromptCall]
+
+    @property
+    def parsed(self) -> str:
+        return self.attempts[-1].parsed
+
+
+def _names(entity: Entity) -> list[str]:
+    return [entity.text, *answer_aliases(entity)]
+
+
+def names_found(text: str, names: list[str]) -> str | None:
+    """The first of `names` that `text` contains as whole words (normalised), if any."""
+    return next((name for name in names if contains_answer(text, name)), None)
+
+
+def own_answer_check(what: str, answer: list[str], bridge: list[str] | None = None) -> StepCheck:
+    """A sub-question must not name its own answer; an ABC known question must name the bridge."""
+
+    def check(question: str) -> str | None:
+        if found := names_found(question, answer):
+            return f"the {what} names its own answer {found!r}"
+        if bridge is not None and not names_found(question, bridge):
+            return f"the {what} does not mention the bridge {bridge[0]!r}"
+        return None
+
+    return check
+
+
+def merge_check(answer: list[str], bridge: list[str], inputs: list[str]) -> StepCheck:
+    """A merged question must hide the answer and the bridge and join both inputs."""
+
+    def check(question: str) -> str | None:
+        if found := names_found(question, answer):
+            return f"the merged question names the answer {found!r}"
+        if found := names_found(question, bridge):
+            return f"the merged question names the bridge {found!r}"
+        if normalize_answer(question) in {normalize_answer(q) for q in inputs}:
+            return "the merged question only repeats one of its two questions"
+        return None
+
+    return check
 
 
 def load_templates() -> dict[str, PromptTemplate]:
@@ -138,6 +217,7 @@ class Draws:
 
 
 def draw(seed: int, event_id: str, n_entities: int) -> Draws:
+    """`n_entities`: how many entities cur_ent is drawn from."""
     rng = random.Random(event_seed(seed, event_id))
     cur_index = rng.randrange(n_entities)  # = rng.choice(entities)
     aab = rng.randint(1, 9) < 5  # Algorithm 1, line 7: AAB with probability 4/9
@@ -158,14 +238,14 @@ def _same_entity(a: Entity, b: Entity) -> bool:
 
 
 async def _both(
-    first: Coroutine[Any, Any, PromptCall], second: Coroutine[Any, Any, PromptCall]
-) -> tuple[PromptCall, PromptCall]:
+    first: Coroutine[Any, Any, A], second: Coroutine[Any, Any, B]
+) -> tuple[A, B]:
     """Run two independent calls together; both finish (and are cached) even if one fails."""
     one, two = await asyncio.gather(first, second, return_exceptions=True)
     for result in (one, two):
         if isinstance(result, BaseException):
             raise result
-    return one, two
+    return one, two  # type: ignore[return-value]
 
 
 @dataclass
@@ -176,86 +256,156 @@ class Generator:
     cutoff: str
     sampling: Sampling = field(default_factory=Sampling)
     templates: dict[str, PromptTemplate] = field(default_factory=load_templates)
+    attempts: int = DEFAULT_ATTEMPTS
+    known_source: KnownSource = "model"
+    # entity_key(entity) -> its article at the cutoff, for --known-source wiki
+    known_articles: dict[str, KnownArticle] = field(default_factory=dict)
 
     @property
     def prompt_hashes(self) -> dict[str, str]:
         return {name: template.sha256 for name, template in self.templates.items()}
 
-    async def call(self, step: Step, values: dict[str, str], api_seed: int) -> PromptCall:
-        """One step: ask, parse; unusable text is asked again once with the next seed."""
+    async def call(
+        self, step: Step, values: dict[str, str], api_seed: int, check: StepCheck | None = None
+    ) -> StepResult:
+        """One step: ask, parse, check; a refused output is asked again with the next seed."""
         template = self.templates[step.template]
-        unusable = ""
-        for attempt in range(PARSE_ATTEMPTS):
+        attempts: list[PromptCall] = []
+        for attempt in range(self.attempts):
+            seed = api_seed + attempt
             try:
                 result = await self.gateway.prompt(
-                    template, values, **self.sampling.for_step(step, api_seed + attempt)
+                    template, values, **self.sampling.for_step(step, seed)
                 )
             except LLMError as exc:
-                raise GenerationError(step.function, str(exc)) from exc
+                raise GenerationError(step.function, str(exc), attempts) from exc
             try:
-                parsed = step.parse(result.text)
+                parsed, refused = step.parse(result.text), None
             except OutputError as exc:
-                unusable = f"{exc} in {PARSE_ATTEMPTS} answers, last: {result.text[:200]!r}"
-                continue
-            return PromptCall(function=step.function, template_hash=template.sha256,
-                              raw=result.text, parsed=parsed)
-        raise GenerationError(step.function, unusable)
+                parsed, refused = "", str(exc)
+            if refused is None and check is not None:
+                refused = check(parsed)
+            attempts.append(PromptCall(
+                function=step.function, template_hash=template.sha256, raw=result.text,
+                parsed=parsed, attempt=attempt, seed=seed, rejected=refused,
+                prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
+            ))
+            if refused is None:
+                return StepResult(attempts)
+        last = attempts[-1]
+        raise GenerationError(
+            step.function,
+            f"{last.rejected} in {len(attempts)} attempts, last: {last.raw[:200]!r}", attempts,
+        )
+
+    def _bridge_pool(self, event: Event) -> list[Entity]:
+        """The entities cur_ent is drawn from: all, or with wiki passages those with an article."""
+        if self.known_source == "model":
+            return event.entities
+        pool = [e for e in event.entities if entity_key(e) in self.known_articles]
+        if not pool:
+            raise GenerationError(
+                "KnownEventsGen", "no entity of the event had a Wikipedia article at the cutoff"
+            )
+        return pool
+
+    async def _passage(self, cur_ent: Entity, api_seed: int) -> tuple[str, list[PromptCall]]:
+        if self.known_source == "wiki":
+            return self.known_articles[entity_key(cur_ent)].passage, []
+        result = await self.call(KNOWN_EVENTS_GEN, {"entity": cur_ent.text}, api_seed)
+        return result.parsed, result.attempts
 
     async def easy(self, event: Event) -> Candidate:
         """Algorithm 1 for one event (which must have entities)."""
-        draws = draw(self.seed, event.id, len(event.entities))
-        cur_ent = event.entities[draws.cur_index]
-        unknown, passage = await _both(
-            self.call(UNKNOWN_QUESTION_GEN,
-                      {"unknown_event": event.text, "unknown_entity": cur_ent.text},
-                      draws.api_seed),
-            self.call(KNOWN_EVENTS_GEN, {"entity": cur_ent.text}, draws.api_seed),
+        pool = self._bridge_pool(event)
+        draws = draw(self.seed, event.id, len(pool))
+        spent: list[PromptCall] = []  # accepted steps' calls, for the failure record
+        try:
+            return await self._easy(event, pool[draws.cur_index], draws, spent)
+        except GenerationError as exc:
+            exc.branch = "AAB" if draws.aab else "ABC"  # the branch drawn, for the yield
+            exc.attempts = [*spent, *exc.attempts]
+            raise
+
+    async def _easy(
+        self, event: Event, cur_ent: Entity, draws: Draws, spent: list[PromptCall]
+    ) -> Candidate:
+        unknown_call = self.call(
+            UNKNOWN_QUESTION_GEN, {"unknown_event": event.text, "unknown_entity": cur_ent.text},
+            draws.api_seed, own_answer_check("unknown question", _names(cur_ent)),
         )
+        unknown, (passage, passage_calls) = await _both(
+            unknown_call, self._passage(cur_ent, draws.api_seed)
+        )
+        spent += [*unknown.attempts, *passage_calls]
         k_ent, fallback = None, None
         if not draws.aab:
-            k_ent = await self._known_entity(passage.parsed, cur_ent, draws.k_fraction)
+            k_ent = await self._known_entity(passage, cur_ent, draws.k_fraction)
             if k_ent is None:
                 fallback = f"no entity other than {cur_ent.text!r} in the known passage"
         if k_ent is None:
             known = await self.call(
-                KNOWN_QUESTION_GEN, {"known_event": passage.parsed, "entity": cur_ent.text},
-                draws.api_seed,
+                KNOWN_QUESTION_GEN, {"known_event": passage, "entity": cur_ent.text},
+                draws.api_seed, own_answer_check("known question", _names(cur_ent)),
             )
         else:
             known = await self.call(
                 KNOWN_QUESTION_GEN2,
-                {"known_passage": passage.parsed, "unknown_entity": cur_ent.text,
+                {"known_passage": passage, "unknown_entity": cur_ent.text,
                  "known_entity": k_ent.text},
                 draws.api_seed,
+                own_answer_check("known question", _names(k_ent), bridge=_names(cur_ent)),
             )
+        spent += known.attempts
+        answer = k_ent or cur_ent
         merged = await self.call(
             MERGE_QUESTIONS,
             {"unknown_question": unknown.parsed, "known_question": known.parsed},
             draws.api_seed,
+            merge_check(_names(answer), _names(cur_ent) if k_ent else [],
+                        [unknown.parsed, known.parsed]),
         )
-        answer = k_ent or cur_ent
+        article = self.known_articles.get(entity_key(cur_ent))
         intermediates = Intermediates(
             branch="AAB" if k_ent is None else "ABC",
             cur_ent=cur_ent,
             k_ent=k_ent,
-            known_passage=passage.parsed,
+            known_passage=passage,
             unknown_question=unknown.parsed,
             known_question=known.parsed,
             known_answer=answer.text,
             merged_question=merged.parsed,
-            calls=[unknown, passage, known, merged],
+            calls=[*unknown.attempts, *passage_calls, *known.attempts, *merged.attempts],
             fallback=fallback,
+            known_source=self.known_source,
+            known_article=article.evidence if article and self.known_source == "wiki" else None,
         )
         return self._candidate(event, answer, intermediates)
 
     async def _known_entity(self, passage: str, cur_ent: Entity, fraction: float) -> Entity | None:
-        pool = [e for e in await self.find_entities(passage) if not _same_entity(e, cur_ent)]
+        if self.known_source == "wiki":
+            found = self._linked_entities(passage, cur_ent)
+        else:
+            found = await self.find_entities(passage)
+        pool = [e for e in found if not _same_entity(e, cur_ent)]
         return pool[int(fraction * len(pool))] if pool else None
+
+    def _linked_entities(self, passage: str, cur_ent: Entity) -> list[Entity]:
+        """The lead's links shown in the passage (no dates or numbers): titles known exactly."""
+        links = self.known_articles[entity_key(cur_ent)].links
+        entities = [
+            Entity(text=link.text, label=LINK_LABEL, wiki_title=link.title) for link in links
+            if link.text in passage and not _NOT_AN_ENTITY.match(link.title)
+            and not _NOT_AN_ENTITY.match(link.text)
+        ]
+        return list({e.wiki_title: e for e in entities}.values())
 
     def _candidate(self, event: Event, answer: Entity, steps: Intermediates) -> Candidate:
         branch: QuestionType = steps.branch
-        used = {UNKNOWN_QUESTION_GEN, KNOWN_EVENTS_GEN, MERGE_QUESTIONS,
+        used = {UNKNOWN_QUESTION_GEN, MERGE_QUESTIONS,
                 KNOWN_QUESTION_GEN if branch == "AAB" else KNOWN_QUESTION_GEN2}
+        if steps.known_source == "model":
+            used.add(KNOWN_EVENTS_GEN)
         return Candidate(
             id=candidate_id(self.seed, event.id),
             question=steps.merged_question,
@@ -274,6 +424,7 @@ class Generator:
             cutoff=self.cutoff,
             generator=GeneratorInfo(
                 model=self.gateway.model,
+                known_source=steps.known_source,
                 prompts={s.template: self.templates[s.template].sha256 for s in STEPS if s in used},
             ),
             intermediates=steps,

@@ -19,7 +19,7 @@ from cuqa_builder.errors import describe_validation_error
 from cuqa_builder.jsonio import atomic_write_json
 from cuqa_builder.records import Record
 from cuqa_builder.run import MANIFEST, RunContext
-from cuqa_builder.snapshot import SnapshotError, page_filename, read_page, write_page
+from cuqa_builder.snapshot import SnapshotError, page_path, read_page, write_page
 from cuqa_builder.wiki.client import BatchResult, MediaWikiClient
 from cuqa_builder.wiki.titles import window_titles
 
@@ -110,7 +110,7 @@ def _pages_on_disk(pages_dir: Path, wanted: dict[str, int | None]) -> dict[str, 
     """Title -> revid of the wanted pages already stored intact (and of the wanted revision)."""
     present: dict[str, int] = {}
     for title, revid in wanted.items():
-        path = pages_dir / f"{page_filename(title)}.wiki"
+        path = page_path(pages_dir, title)
         if not path.exists():
             continue
         try:

@@ -18,21 +18,25 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 
-from pydantic import BaseModel, Field
 from tqdm import tqdm
 
 from cuqa_builder.generation.algorithm import (
     GenerationError,
     Generator,
+    KnownArticle,
     candidate_id,
 )
 from cuqa_builder.generation.hard import choose_pairs, merge_pair
+from cuqa_builder.generation.yield_report import item_calls
+from cuqa_builder.grounding.article_text import article_text
+from cuqa_builder.grounding.articles import ArticleStore, open_article_store
+from cuqa_builder.grounding.keys import entity_key
 from cuqa_builder.jsonio import JsonlAppender, atomic_write_text, read_jsonl
 from cuqa_builder.llm.gateway import open_gateway
 from cuqa_builder.llm.settings import resolve_settings
 from cuqa_builder.llm.types import GatewayStats
 from cuqa_builder.ner import EntityExtractor
-from cuqa_builder.records import Candidate, Entity, Event
+from cuqa_builder.records import Candidate, Entity, Event, GenerationFailure
 from cuqa_builder.run import (
     CANDIDATES,
     EVENTS,
@@ -48,16 +52,6 @@ from cuqa_builder.run import (
 EVENTS_PER_CALL_SLOT = 2
 
 
-class GenerationFailure(BaseModel):
-    """One item the last run could not generate; the next run retries it."""
-
-    candidate_id: str
-    event_id: str | None = None
-    sub_items: list[str] = Field(default_factory=list, description="hard items: the pair")
-    step: str
-    reason: str
-
-
 @dataclass
 class Tally:
     selected: int = 0
@@ -71,8 +65,15 @@ class Tally:
     hard_requested: int = 0
     hard_written: int = 0
     hard_failed: int = 0
+    refused: int = 0  # outputs a step check refused (asked again, or the step failed)
+    repaired: int = 0  # items written after at least one refused output
+    articles: str = ""  # --known-source wiki: what the article lookups did
 
     def count(self, item: Candidate) -> None:
+        calls = item_calls(item)
+        refused = sum(call.rejected is not None for call in calls)
+        self.refused += refused
+        self.repaired += refused > 0
         if item.difficulty == "hard":
             self.hard_written += 1
             return
@@ -114,6 +115,35 @@ class PassageEntities:
 
     def close(self) -> None:
         self._thread.shutdown(wait=False, cancel_futures=True)
+
+
+def _known_articles(
+    ctx: RunContext, events: list[Event], tally: Tally
+) -> dict[str, KnownArticle]:
+    """--known-source wiki: every entity's article at the cutoff (looked up once, kept)."""
+    store = open_article_store(ctx)
+    entities = [entity for event in events for entity in event.entities]
+    with tqdm(total=len(entities), desc="articles", unit="entity",
+              disable=ctx.options.quiet or not entities) as bar:
+        counts = store.ensure(entities, progress=bar.update)
+    tally.articles = counts.line()
+    return _passages(store, entities)
+
+
+def _passages(store: ArticleStore, entities: list[Entity]) -> dict[str, KnownArticle]:
+    known: dict[str, KnownArticle] = {}
+    for entity in entities:
+        lookup = store.lookup(entity)
+        page = store.page(lookup)
+        if lookup is None or page is None:
+            continue
+        text = article_text(page)
+        if text.passage:
+            known[entity_key(entity)] = KnownArticle(
+                passage=text.passage, links=text.lead_links,
+                evidence=store.evidence(lookup, text.lead[:1]),
+            )
+    return known
 
 
 def _select_events(ctx: RunContext, events: list[Event], tally: Tally) -> list[Event]:
@@ -159,8 +189,9 @@ class _Writer:
     def failed(self, job: _Job, error: GenerationError) -> None:
         self.failures.append(GenerationFailure(
             candidate_id=job.candidate_id, event_id=job.event_id, sub_items=list(job.sub_items),
-            step=error.step, reason=error.reason,
+            step=error.step, reason=error.reason, branch=error.branch, calls=error.attempts,
         ))
+        self.tally.refused += sum(call.rejected is not None for call in error.attempts)
         if job.sub_items:
             self.tally.hard_failed += 1
         else:
@@ -231,13 +262,20 @@ async def _run(ctx: RunContext, tally: Tally) -> tuple[str, GatewayStats]:
     find_entities = PassageEntities(ctx.options.source.spacy_model)
     writer = _Writer(ctx, tally)
     try:
+        options = ctx.options.generate
+        known = _known_articles(ctx, todo, tally) if options.known_source == "wiki" else {}
         async with open_gateway(settings) as gateway:
-            generator = Generator(gateway, find_entities, seed=seed, cutoff=ctx.window.label)
+            generator = Generator(
+                gateway, find_entities, seed=seed, cutoff=ctx.window.label,
+                attempts=options.attempts, known_source=options.known_source,
+                known_articles=known,
+            )
             save_run_info(ctx.out, generation=GenerationInfo(
                 model=gateway.model, seed=seed, sampling=generator.sampling.model_dump(),
-                prompts=generator.prompt_hashes, hard=ctx.options.generate.hard,
+                prompts=generator.prompt_hashes, hard=options.hard, attempts=options.attempts,
+                known_source=options.known_source,
             ))
-            if todo:
+            if todo and options.known_source == "model":
                 find_entities.start()  # the pipeline loads while the first calls are answered
             await _run_jobs(ctx, "generate", _easy_jobs(generator, todo), writer, in_flight,
                             gateway.stats)
@@ -266,6 +304,10 @@ def _summary(ctx: RunContext, tally: Tally, model: str, stats: GatewayStats, wal
                      f"{tally.hard_failed} failed")
     if tally.failed or tally.hard_failed:
         lines.append(f"  failures: {ctx.path(GENERATION_FAILURES)} (run again to retry them)")
+    lines.append(f"  repair (--attempts {ctx.options.generate.attempts}): {tally.refused} outputs "
+                 f"refused by their step check; {tally.repaired} items written after a retry")
+    if tally.articles:
+        lines.append(f"  articles at the cutoff: {tally.articles}")
     lines.append(
         f"  LLM {model}: {stats.calls} calls, {stats.cache_hits} cache hits, "
         f"{stats.prompt_tokens} tokens in, {stats.completion_tokens} out, ${stats.cost:.4f}; "

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from cuqa_builder.errors import CuqaError
 from cuqa_builder.run import (
+    ARTICLES,
     CANDIDATES,
     DATASET,
     EVENTS,
@@ -44,6 +45,12 @@ def _generate(ctx: RunContext) -> str:
     from cuqa_builder.stages import generate
 
     return generate.run(ctx)
+
+
+def _ground(ctx: RunContext) -> str:
+    from cuqa_builder.stages import ground
+
+    return ground.run(ctx)
 
 
 def _validate(ctx: RunContext) -> str:
@@ -79,8 +86,10 @@ STAGES: tuple[Stage, ...] = (
           (EVENTS, MANIFEST), _events),
     Stage("generate", "events -> candidates by Algorithm 1", (EVENTS,),
           (CANDIDATES, GENERATION_FAILURES, RUN_INFO), _generate),
-    Stage("validate", "candidates -> verdicts, and the items that passed", (CANDIDATES,),
-          (CANDIDATES, DATASET, RUN_INFO), _validate),
+    Stage("ground", "candidates -> their entities' articles as of the cutoff (evidence)",
+          (CANDIDATES,), (ARTICLES,), _ground),
+    Stage("validate", "candidates -> verdicts with evidence, and the items that passed",
+          (CANDIDATES,), (CANDIDATES, DATASET, RUN_INFO), _validate),
     Stage("release", "reviewed items -> OUTPUT_ROOT/NAME/ with card, schema, stats", (DATASET,),
           (), _release),
 )

@@ -19,6 +19,7 @@ from cuqa_builder.generation.algorithm import answer_aliases
 from cuqa_builder.records import Candidate, CheckFailure, EventRef, Validation
 from cuqa_builder.text import contains_answer, normalize_answer
 from cuqa_builder.validation.limits import Limits
+from cuqa_builder.validation.near_duplicates import NEAR_DUPLICATE, find_near_duplicates
 from cuqa_builder.window import WindowError, parse_cutoff
 
 # A "?" that ends a sentence: closing quotes/brackets may follow, then the end or a new sentence
@@ -254,13 +255,14 @@ CHECKS: tuple[Check, ...] = (
     Check(event_after_cutoff, "the event dated after the cutoff"),
 )
 DUPLICATE = "duplicate"
-CHECK_NAMES: tuple[str, ...] = (*(c.name for c in CHECKS), DUPLICATE)
+CHECK_NAMES: tuple[str, ...] = (*(c.name for c in CHECKS), DUPLICATE, NEAR_DUPLICATE)
 
 
 def describe_checks(limits: Limits) -> list[str]:
     """What an item that passed every check satisfies, one phrase per check, in check order."""
     bounds = limits.model_dump()
-    return [*(check.summary.format(**bounds) for check in CHECKS), "no duplicate questions"]
+    return [*(check.summary.format(**bounds) for check in CHECKS), "no duplicate questions",
+            "no near-duplicates (the same event and answer, or a reworded question)"]
 
 
 def find_duplicates(
@@ -303,13 +305,21 @@ def _run_checks(candidate: Candidate, limits: Limits, applied: Counter[str]) -> 
     return failures
 
 
-def check_all(candidates: list[Candidate], limits: Limits) -> CheckReport:
-    """Run every check on every candidate; duplicates last, so a clean copy is the one kept."""
+def check_all(
+    candidates: list[Candidate], limits: Limits, earlier: list[list[CheckFailure]] | None = None
+) -> CheckReport:
+    """Run every check on every candidate; duplicates last, so a clean copy is the one kept.
+    `earlier`: failures found before (grounding), per candidate, counted with the others."""
     applied: Counter[str] = Counter()
     failures = [_run_checks(candidate, limits, applied) for candidate in candidates]
+    if earlier is not None:
+        failures = [[*before, *found] for before, found in zip(earlier, failures, strict=True)]
     for index, failure in find_duplicates(candidates, failures).items():
         failures[index].append(failure)
-    applied[DUPLICATE] = len(candidates)
+    for index, failure in find_near_duplicates(candidates, failures).items():
+        if not any(f.check == DUPLICATE for f in failures[index]):
+            failures[index].append(failure)
+    applied[DUPLICATE] = applied[NEAR_DUPLICATE] = len(candidates)
     failed = Counter(name for found in failures for name in {f.check for f in found})
     validations = [Validation(passed=not found, failures=found) for found in failures]
     return CheckReport(validations=validations, applied=applied, failed=failed)

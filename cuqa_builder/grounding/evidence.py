@@ -1,0 +1,32 @@
+"""A candidate's grounding as short plain-text lines, for annotators (the Label Studio task's
+`evidence` field) and for people reading `candidates.jsonl`."""
+
+from __future__ import annotations
+
+from cuqa_builder.records import Candidate, Evidence, GroundingVerdict
+
+
+def evidence_source(evidence: Evidence) -> str:
+    """`Title, revision N of TIMESTAMP: URL` (the URL only when the revid is a real one)."""
+    source = f"{evidence.title}, revision {evidence.revid} of {evidence.timestamp}"
+    if evidence.via:
+        source += f" ({evidence.via})"
+    return f"{source}: {evidence.url}" if evidence.url else source
+
+
+def verdict_lines(verdict: GroundingVerdict) -> list[str]:
+    mark = "✓" if verdict.passed else "✗"
+    where = f" [{verdict.item}]" if verdict.item else ""
+    lines = [f"{mark} {verdict.check}{where}: {verdict.reason}"]
+    for evidence in verdict.evidence:
+        lines += [f"  “{sentence}”" for sentence in evidence.sentences]
+        lines.append(f"  — {evidence_source(evidence)}")
+    return lines
+
+
+def grounding_lines(candidate: Candidate) -> list[str]:
+    """Every grounding verdict of the candidate with its evidence sentences and their source;
+    one line saying so when the candidate was not grounded."""
+    if not candidate.grounding:
+        return ["Not checked against Wikipedia (run the ground and validate stages)."]
+    return [line for verdict in candidate.grounding for line in verdict_lines(verdict)]
