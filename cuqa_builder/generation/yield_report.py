@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from cuqa_builder.records import Candidate, GenerationFailure, PromptCall
 
 
+NO_BRANCH = "none"  # an event that failed before its branch was drawn (no usable bridge)
+
+
 def item_calls(item: Candidate) -> list[PromptCall]:
     """The LLM calls made for this item itself (a hard item: its merges, not its easy items')."""
     if item.pairing is not None:
@@ -56,7 +59,7 @@ def branch_yields(
         entry.passed += bool(item.validation and item.validation.passed)
         entry.add_calls(item_calls(item))
     for failure in failures:
-        entry = yields["hard" if failure.sub_items else (failure.branch or "?")]
+        entry = yields["hard" if failure.sub_items else (failure.branch or NO_BRANCH)]
         entry.failed_generation += 1
         entry.add_calls(failure.calls)
     return dict(sorted(yields.items()))

@@ -55,8 +55,20 @@ class _Article:
         return frozenset(_stem(w) for w in self.normalised.split())
 
     def names(self, phrase: str) -> bool:
+        """The phrase as written, or all its words in one sentence ("Pellham University" for
+        "the University of Pellham")."""
         needle = normalize_answer(phrase)
-        return bool(needle) and f" {needle} " in self.normalised
+        if not needle:
+            return False
+        if f" {needle} " in self.normalised:
+            return True
+        wanted = {_stem(w) for w in needle.split()}
+        return any(wanted <= stems for stems in self.sentence_stems)
+
+    @cached_property
+    def sentence_stems(self) -> list[frozenset[str]]:
+        return [frozenset(_stem(w) for w in normalize_answer(s).split())
+                for s in self.text.sentences]
 
     def where(self, cutoff: date) -> str:
         return f"{self.lookup.title} as of {cutoff} (revid {self.lookup.revid})"

@@ -209,12 +209,15 @@ class MediaWikiServer(LoopbackServer):
         return before[-1] if before else None
 
     def _search(self, params: dict[str, str]) -> dict[str, Any]:
-        """Titles sharing the most query words with their title (counted twice) and text."""
-        words = set(params.get("srsearch", "").casefold().split())
+        """The title equal to the query first, then titles sharing the most query words with
+        their title (counted twice) and text."""
+        query = params.get("srsearch", "").casefold()
+        words = set(query.split())
         scores = []
         for title, revid in self.current.items():
             text = (self.revisions[revid].text or "").casefold()
             score = sum(2 * (w in title.casefold()) + (w in text) for w in words)
+            score += 100 * (title.casefold() == query)
             if score:
                 scores.append((-score, title))
         limit = int(params.get("srlimit", "10"))
