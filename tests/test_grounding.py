@@ -259,3 +259,40 @@ def test_the_stored_article_reads_back(tmp_path: Path, wiki) -> None:
     store.ensure([CAR])
     page = read_page(tmp_path / "pages/articles/Aurelia_7_(solar_car).wiki")
     assert page.meta.revid == 301 and page.wikitext == CAR_BEFORE
+
+
+# --- the stages ---------------------------------------------------------------------------------
+
+
+def test_ground_fetches_the_known_answer_only_when_the_bridge_does_not_name_it(
+    tmp_path: Path, wiki, capsys
+) -> None:
+    from cuqa_builder.cli.build import main
+    from cuqa_builder.jsonio import read_jsonl, write_jsonl
+
+    named = _abc_item(UNIVERSITY, CITY, "In which city is Pellham University?")
+    unnamed = _abc_item(CAR, LAKE, "Which lake is Aurelia 7 named after?").model_copy(
+        update={"id": "cq-lake"})
+    write_jsonl(tmp_path / "candidates.jsonl", [named, unnamed])
+    args = ["--out", str(tmp_path), "--cutoff", "2023-04", "-q", "--wiki-api", wiki.api_url,
+            "--wiki-interval", "0"]
+    assert main([*args, "--stage", "ground"]) == 0
+    asked = [r.params["titles"] for r in wiki.requests]
+    assert asked == ["Pellham University", "Aurelia 7 (solar car)", "Lake Vostrel"]
+    assert "known answers not named by the bridge's article: 1 looked up (1 missing)" in \
+        capsys.readouterr().out
+    assert main([*args, "--stage", "ground"]) == 0
+    assert len(wiki.requests) == 3  # nothing asked twice
+
+    assert main([*args, "--stage", "validate"]) == 0
+    out = capsys.readouterr().out
+    assert "grounding: against the articles at the end of 2023-04-30" in out
+    judged = {c.id: c for c in read_jsonl(tmp_path / "candidates.jsonl", Candidate)}
+    assert all(v.passed for v in judged[named.id].grounding)
+    lake = judged["cq-lake"]
+    assert lake.validation is not None and not lake.validation.passed
+    failure = next(f for f in lake.validation.failures if f.check == KNOWN_HOP)
+    assert failure.reason.startswith("'Lake Vostrel' not in Aurelia 7 (solar car) as of "
+                                     "2023-04-30 (revid 301)")
+    released = (tmp_path / "cuqa.jsonl").read_text()
+    assert '"grounding"' in released and '"sentences"' in released

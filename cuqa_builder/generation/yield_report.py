@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from cuqa_builder.records import Candidate, GenerationFailure, PromptCall
 
-
 NO_BRANCH = "none"  # an event that failed before its branch was drawn (no usable bridge)
 
 
