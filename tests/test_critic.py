@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from cuqa_builder.cli.build import main
+from cuqa_builder.grounding.evidence import critic_lines
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
 from cuqa_builder.records import Candidate, CheckFailure
 from cuqa_builder.testing.openai_server import Reply, ScriptedLLM, last_user_message
@@ -82,6 +83,10 @@ def test_an_advisory_critic_records_without_failing(tmp_path: Path) -> None:
     assert item.validation is not None and item.validation.passed
     assert [f.check for f in item.validation.advisories] == ["critic_both_hops_needed"]
     assert not item.validation.critic["both_hops_needed"].passed
+    assert critic_lines(item) == [
+        "✓ critic, natural question: one question", "✓ critic, one clear answer: Aurelia 7",
+        "✗ critic, both hops needed: the second hop alone gives it",
+        "✓ critic, known answer supported: the article says so"]
 
 
 # --- near-duplicates ------------------------------------------------------------------------

@@ -30,3 +30,12 @@ def grounding_lines(candidate: Candidate) -> list[str]:
     if not candidate.grounding:
         return ["Not checked against Wikipedia (run the ground and validate stages)."]
     return [line for verdict in candidate.grounding for line in verdict_lines(verdict)]
+
+
+def critic_lines(candidate: Candidate) -> list[str]:
+    """The critic model's verdict on each criterion, one line each (none when not asked)."""
+    validation = candidate.validation
+    if validation is None or not validation.critic:
+        return []
+    return [f"{'✓' if verdict.passed else '✗'} critic, {name.replace('_', ' ')}: "
+            f"{verdict.note or '(no reason given)'}" for name, verdict in validation.critic.items()]
