@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from cuqa_builder.errors import CuqaError, describe_validation_error
 from cuqa_builder.jsonio import atomic_write_json
+from cuqa_builder.snapshot import ARTICLES_SUBDIR
 from cuqa_builder.stages.options import BuildOptions
 from cuqa_builder.validation.limits import Limits
 from cuqa_builder.window import Window
@@ -26,7 +27,8 @@ DATASET = "cuqa.jsonl"
 REVIEW_REPORT = "review-report.json"
 RUN_INFO = "run.json"
 LLM_CACHE = "llm-cache.sqlite"
-ARTICLES = "articles.jsonl"  # entity articles looked up as of the cutoff (pages/articles/)
+ARTICLES = "articles.jsonl"  # entity articles looked up as of the cutoff
+ARTICLE_PAGES = f"{PAGES_DIR}/{ARTICLES_SUBDIR}"  # ...and the articles themselves
 
 
 class RunInfoError(CuqaError, ValueError):

@@ -105,7 +105,7 @@ def _plan(stage: str, options: BuildOptions) -> list[Stage]:
     return [BY_NAME[name] for name in names]
 
 
-def _start_run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> RunContext:
+def _start_run(args: argparse.Namespace, options: BuildOptions) -> RunContext:
     """The window and options of this run; run.json records the cutoff, window and seed, and
     a resumed run keeps the ones it started with."""
     recorded = load_run_info(args.out)
@@ -114,7 +114,8 @@ def _start_run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Run
         raise UsageError("--cutoff is required for a new run directory")
     window = Window.parse(cutoff, args.until or recorded.until)
     seed = args.seed if args.seed is not None else (recorded.seed or 0)
-    options = _options(parser, args, seed)
+    generate = options.generate.model_copy(update={"seed": seed})
+    options = options.model_copy(update={"generate": generate})
     args.out.mkdir(parents=True, exist_ok=True)
     save_run_info(args.out, cutoff=window.label, until=window.until.isoformat(), seed=seed)
     return RunContext(out=args.out, window=window, options=options)
@@ -129,9 +130,10 @@ class StageFailed(CuqaError):
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    options = _options(parser, args, seed=0)  # every flag checked before anything runs
 
     def build(args: argparse.Namespace) -> int:
-        ctx = _start_run(parser, args)
+        ctx = _start_run(args, options)
         for stage in _plan(args.stage, ctx.options):
             try:
                 summary = run_stage(stage, ctx)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from cuqa_builder.errors import CuqaError
 from cuqa_builder.run import (
+    ARTICLE_PAGES,
     ARTICLES,
     CANDIDATES,
     DATASET,
@@ -87,7 +88,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("generate", "events -> candidates by Algorithm 1", (EVENTS,),
           (CANDIDATES, GENERATION_FAILURES, RUN_INFO), _generate),
     Stage("ground", "candidates -> their entities' articles as of the cutoff (evidence)",
-          (CANDIDATES,), (ARTICLES,), _ground),
+          (CANDIDATES,), (ARTICLES, ARTICLE_PAGES), _ground),
     Stage("validate", "candidates -> verdicts with evidence, and the items that passed",
           (CANDIDATES,), (CANDIDATES, DATASET, RUN_INFO), _validate),
     Stage("release", "reviewed items -> OUTPUT_ROOT/NAME/ with card, schema, stats", (DATASET,),
@@ -108,3 +109,17 @@ def run_stage(stage: Stage, ctx: RunContext) -> str:
             f"{ctx.path(name)} is missing: run the {producer_of(name).name} stage first"
         )
     return stage.run(ctx)
+
+
+def markdown_table() -> str:
+    """The registry as the README's architecture table (a test keeps the two equal)."""
+    def files(names: tuple[str, ...]) -> str:
+        shown = (name if "." in name else f"{name}/" for name in names)  # a folder: pages/
+        return ", ".join(f"`{name}`" for name in shown) or "—"
+
+    rows = [
+        f"| {stage.name} | `stages/{stage.name}.py` | {stage.job} | {files(stage.reads)} | "
+        f"{files(stage.writes)} |"
+        for stage in STAGES
+    ]
+    return "\n".join(["| stage | module | job | reads | writes |", "|---|---|---|---|---|", *rows])
