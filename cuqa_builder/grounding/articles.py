@@ -103,6 +103,7 @@ class ArticleStore:
         self._client: MediaWikiClient | None = None
         self.lookups = {lookup.key: lookup for lookup in read_jsonl(index, ArticleLookup)}
         self._snapshot: dict[str, Page] | None = None
+        self._pages: dict[str, Page] = {}  # title -> article read (each file read once)
 
     # --- reading ------------------------------------------------------------------------
 
@@ -113,11 +114,13 @@ class ArticleStore:
         """The stored article of a found lookup (None if absent or unreadable)."""
         if lookup is None or not lookup.found or lookup.title is None:
             return None
-        try:
-            return read_page(page_path(self.folder, lookup.title))
-        except (SnapshotError, OSError, UnicodeDecodeError) as exc:
-            log.warning("article %s cannot be read: %s", lookup.title, exc)
-            return None
+        if lookup.title not in self._pages:
+            try:
+                self._pages[lookup.title] = read_page(page_path(self.folder, lookup.title))
+            except (SnapshotError, OSError, UnicodeDecodeError) as exc:
+                log.warning("article %s cannot be read: %s", lookup.title, exc)
+                return None
+        return self._pages[lookup.title]
 
     def evidence(self, lookup: ArticleLookup, sentences: Iterable[str] = ()) -> Evidence:
         """Evidence from a found lookup; the revision link only when the revid is a real one."""
