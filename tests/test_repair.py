@@ -141,3 +141,19 @@ def test_validate_reports_the_yield_by_branch(tmp_path: Path, capsys) -> None:
     # 3 items of 4 calls each, and the failed event's one refused call
     assert f"{passed} passed of    4 (1 failed in generation); 13 calls" in all_line
     assert f"{passed / 13:.3f} items per call" in all_line
+
+
+def test_a_known_entity_named_inside_the_bridge_is_not_drawn(tmp_path: Path) -> None:
+    from cuqa_builder.records import Entity
+    from tests.test_generate import _abc_event_named
+
+    # Every entity of the scripted passage is part of this bridge's name: asking about the
+    # bridge would name any of them, so the ABC draw falls back to AAB.
+    bridge = Entity(text="Marie Curie Warsaw Poland United Nations Geneva Society", label="ORG")
+    write_jsonl(tmp_path / "events.jsonl", [_abc_event_named(bridge)])
+    with ScriptedLLM(AlgorithmResponder()) as llm:
+        assert _build(tmp_path, llm, "--stage", "generate") == 0
+    (item,) = read_jsonl(tmp_path / "candidates.jsonl", Candidate)
+    assert item.type == "AAB" and item.intermediates is not None
+    assert item.intermediates.fallback == f"no entity other than {bridge.text!r} in the known " \
+                                          "passage"

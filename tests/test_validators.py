@@ -367,3 +367,30 @@ def test_validate_stage_needs_candidates(
     code = main(["--out", str(tmp_path), "--cutoff", "2023-04", "--stage", "validate"])
     assert code == 1
     assert "run the generate stage first" in capsys.readouterr().err
+
+
+# --- issue 10: two questions joined by "and", reworded echoes, possessives -------------------
+
+
+def test_two_questions_joined_by_and_are_not_one_question() -> None:
+    joined = aab(question="Which solar car won the 2023 Trans-Karoo Challenge, and who is its "
+                 "designer?")
+    failure = one_question(joined, LIMITS)
+    assert failure is not None and "joined by \"and who is\"" in failure.reason
+    relative = aab(question="Which solar car, built in Dunmere and which won a fair, won the "
+                   "2023 Trans-Karoo Challenge?")
+    assert one_question(relative, LIMITS) is None
+
+
+def test_a_merge_that_only_rewords_one_sub_question_is_an_echo() -> None:
+    reworded = aab(question="Which solar car won the Trans-Karoo Challenge in 2023?")
+    failure = prompt_echo(reworded, LIMITS)
+    assert failure is not None and "only rewords the unknown sub-question" in failure.reason
+    assert prompt_echo(aab(), LIMITS) is None  # the real merge adds the known part
+
+
+def test_a_possessive_names_the_answer() -> None:
+    leak = aab(question="Which solar car's builders study at Pellham and won the Aurelia 7's "
+               "race?")
+    failure = answer_in_question(leak, LIMITS)
+    assert failure is not None and '"Aurelia 7"' in failure.reason

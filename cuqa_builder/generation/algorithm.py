@@ -44,7 +44,9 @@ from cuqa_builder.records import (
     QuestionType,
     SubQuestion,
 )
-from cuqa_builder.text import contains_answer, normalize_answer
+from cuqa_builder.text import contains_answer
+from cuqa_builder.validation.near_duplicates import SIMILAR, wording_similarity
+from cuqa_builder.validation.question_form import form_problem
 
 A = TypeVar("A")
 B = TypeVar("B")
@@ -162,9 +164,12 @@ def names_found(text: str, names: list[str]) -> str | None:
 
 
 def own_answer_check(what: str, answer: list[str], bridge: list[str] | None = None) -> StepCheck:
-    """A sub-question must not name its own answer; an ABC known question must name the bridge."""
+    """A sub-question must read as one question, not name its own answer, and (an ABC known
+    question) name the bridge."""
 
     def check(question: str) -> str | None:
+        if problem := form_problem(question):
+            return f"the {what}: {problem}"
         if found := names_found(question, answer):
             return f"the {what} names its own answer {found!r}"
         if bridge is not None and not names_found(question, bridge):
@@ -178,12 +183,14 @@ def merge_check(answer: list[str], bridge: list[str], inputs: list[str]) -> Step
     """A merged question must hide the answer and the bridge and join both inputs."""
 
     def check(question: str) -> str | None:
+        if problem := form_problem(question):
+            return f"the merged question: {problem}"
         if found := names_found(question, answer):
             return f"the merged question names the answer {found!r}"
         if found := names_found(question, bridge):
             return f"the merged question names the bridge {found!r}"
-        if normalize_answer(question) in {normalize_answer(q) for q in inputs}:
-            return "the merged question only repeats one of its two questions"
+        if any(wording_similarity(question, q) >= SIMILAR for q in inputs):
+            return "the merged question only repeats or rewords one of its two questions"
         return None
 
     return check
@@ -233,8 +240,11 @@ def answer_aliases(entity: Entity) -> list[str]:
 
 
 def _same_entity(a: Entity, b: Entity) -> bool:
-    names = {n.casefold() for n in (a.text, a.wiki_title) if n}
-    return bool(names & {n.casefold() for n in (b.text, b.wiki_title) if n})
+    """The same names, or one named inside the other ("Turkey" in "Grand National Assembly of
+    Turkey": a question mentioning the bridge would name the answer)."""
+    names = [n for n in (a.text, a.wiki_title) if n]
+    others = [n for n in (b.text, b.wiki_title) if n]
+    return any(contains_answer(x, y) or contains_answer(y, x) for x in names for y in others)
 
 
 async def _both(

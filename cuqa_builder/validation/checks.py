@@ -19,29 +19,18 @@ from cuqa_builder.generation.algorithm import answer_aliases
 from cuqa_builder.records import Candidate, CheckFailure, EventRef, Validation
 from cuqa_builder.text import contains_answer, normalize_answer
 from cuqa_builder.validation.limits import Limits
-from cuqa_builder.validation.near_duplicates import NEAR_DUPLICATE, find_near_duplicates
+from cuqa_builder.validation.near_duplicates import (
+    NEAR_DUPLICATE,
+    SIMILAR,
+    find_near_duplicates,
+    wording_similarity,
+)
+from cuqa_builder.validation.question_form import RESIDUE, SECOND_QUESTION
 from cuqa_builder.window import WindowError, parse_cutoff
 
 # A "?" that ends a sentence: closing quotes/brackets may follow, then the end or a new sentence
 # (a capital, digit or opening quote). A "?" inside a title ("the film Why Not? was") is not one.
 _QUESTION_END = re.compile(r"\?[\"'”’)\]]*(?=\s*$|\s+[^\sa-z])")
-# Labels, instructions and placeholders of the generation prompts (Tables 5-9) that a model may
-# echo into its output, and chat preambles that are not part of a question. One leading \b for
-# all the phrases keeps the search fast (it is tried at word starts only).
-_RESIDUE = re.compile(
-    r"\b(?:question\s+(?:one|two|1|2)\b"
-    r"|(?:merged|combined|final|natural)\s+question\s*:"
-    r"|according\s+to\s+(?:the\s+)?(?:unknown|known)\s+events?\b"
-    r"|generate\s+(?:a|an)\b"
-    r"|to\s+which\s+the\s+answer\s+is\b"
-    r"|contains\s+the\s+terms\b"
-    r"|meets\s+the\s+following\s+conditions\b"
-    r"|here(?:'s|\s+is|\s+are)\s+(?:a|an|the)\b"
-    r"|as\s+an\s+ai\b)"
-    r"|^\s*(?:(?:unknown|known|seen|question|answer)\s*:|(?:sure|certainly|okay)\b)"
-    r"|\{[^{}]*\}",
-    re.IGNORECASE,
-)
 _QUOTE_CHARS = 60  # how much of a long text a reason quotes
 _NON_WORD = re.compile(r"[^\w\s]")
 
@@ -113,6 +102,11 @@ def one_question(candidate: Candidate, limits: Limits) -> CheckFailure | None:
         return CheckFailure(
             check="one_question", reason=f"asks {ends} questions in one: {_quote(question)}"
         )
+    if found := SECOND_QUESTION.search(question):
+        return CheckFailure(
+            check="one_question",
+            reason=f"asks two questions joined by {_quote(found.group(0))}: {_quote(question)}",
+        )
     return None
 
 
@@ -127,7 +121,7 @@ def question_length(candidate: Candidate, limits: Limits) -> CheckFailure | None
 
 
 def template_residue(candidate: Candidate, limits: Limits) -> CheckFailure | None:
-    found = _RESIDUE.search(candidate.question)
+    found = RESIDUE.search(candidate.question)
     if found is None:
         return None
     return CheckFailure(
@@ -146,13 +140,19 @@ def _echo_sources(candidate: Candidate) -> Iterator[tuple[str, str]]:
 
 
 def prompt_echo(candidate: Candidate, limits: Limits) -> CheckFailure | None:
-    # A merge that hands back one of its inputs has dropped the other part: not compositional.
+    # A merge that hands back one of its inputs, even reworded, has dropped the other part.
     question = _duplicate_key(candidate.question)
     for what, text in _echo_sources(candidate):
         if _duplicate_key(text) == question:
             return CheckFailure(
                 check="prompt_echo",
                 reason=f"the question only repeats {what} {_quote(text)} instead of merging",
+            )
+        if (score := wording_similarity(candidate.question, text)) >= SIMILAR:
+            return CheckFailure(
+                check="prompt_echo",
+                reason=f"the question only rewords {what} {_quote(text)} ({score:.0f}% alike) "
+                "instead of merging",
             )
     return None
 

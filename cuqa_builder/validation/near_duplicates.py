@@ -23,6 +23,12 @@ NEAR_DUPLICATE = "near_duplicate"
 SIMILAR = 90.0  # rapidfuzz token_set_ratio, 0-100
 
 
+def wording_similarity(a: str, b: str) -> float:
+    """0-100: how alike two questions are word for word, order ignored, extra words counted
+    (so a merge that adds the other sub-question to one of them is not "alike")."""
+    return fuzz.token_sort_ratio(normalize_answer(a), normalize_answer(b))
+
+
 def _related(a: Candidate, b: Candidate) -> bool:
     """One is merged from the other (a hard item and its easy items)."""
     return any(sub.id == b.id for sub in a.sub_items) or any(sub.id == a.id for sub in b.sub_items)
