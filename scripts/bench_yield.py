@@ -12,13 +12,14 @@ run with repair then starts from a copy of that cache, so it pays only for what 
 runs' wall times, so every figure is the full cost of making those items on this machine.
 
 For each: candidates, items that passed every check (grounding included), the pass rate per
-event, LLM calls and tokens per passed item (counted from the records: every attempt, refused
-ones and those of failed generations included) and minutes per passed item (wall time of the
-three stages). Results go to BASE/results.json and a Markdown table on stdout; the passed
-items are in BASE/<config>/cuqa.jsonl for reading.
+event, LLM calls and tokens per passed item (every call the run's gateway made, from its cache:
+refused attempts and the calls of failed generations included) and minutes per passed item
+(wall time of the three stages). Results go to BASE/results.json and a Markdown table on stdout;
+the passed items are in BASE/<config>/cuqa.jsonl for reading. `--recount` recomputes the figures
+of finished runs, keeping their recorded wall times.
 
-    python scripts/bench_yield.py --base /tmp/yield [--events 6] [--llm local] [--concurrency 2]
-                                  [--only model-norepair,model-repair]
+    python scripts/bench_yield.py --base /tmp/yield [--events 8] [--llm local] [--concurrency 2]
+                                  [--only model-norepair,model-repair] [--recount]
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from pathlib import Path
 from cuqa_builder.cli.build import main as build
 from cuqa_builder.generation.yield_report import branch_yields
 from cuqa_builder.jsonio import read_jsonl
+from cuqa_builder.llm.cache import CallCache
 from cuqa_builder.records import Candidate, GenerationFailure
 from cuqa_builder.run import CANDIDATES, EVENTS, GENERATION_FAILURES, LLM_CACHE
 
@@ -61,32 +63,41 @@ def run_config(
     out.mkdir(parents=True, exist_ok=True)
     shutil.copy(events, out / EVENTS)
     before = 0.0
-    if attempts > 1:  # start from the no-repair run's calls: the same first attempts
+    if attempts > 1 and not args.recount:  # start from the no-repair run's calls
         first = f"{source}-norepair"
         shutil.copy(base / first / LLM_CACHE, out / LLM_CACHE)
         before = walls[first]
     common = [*WINDOW, "--out", str(out), "--limit", str(args.events), "--llm", args.llm,
               "--concurrency", str(args.concurrency), "--known-source", source,
               "--attempts", str(attempts), "-q"]
-    started = time.perf_counter()
-    for stage in ("generate", "ground", "validate"):
-        code = build([*common, "--stage", stage])
-        assert code == 0, f"{name}: {stage} exited {code}"
-    wall = time.perf_counter() - started + before
-    walls[name] = wall
+    if args.recount:
+        wall = walls[name]
+    else:
+        started = time.perf_counter()
+        for stage in ("generate", "ground", "validate"):
+            code = build([*common, "--stage", stage])
+            assert code == 0, f"{name}: {stage} exited {code}"
+        wall = time.perf_counter() - started + before
+        walls[name] = wall
+    return figures(out, name, source, attempts, args.events, wall)
+
+
+def figures(out: Path, name: str, source: str, attempts: int, events: int, wall: float) -> dict:
     candidates = read_jsonl(out / CANDIDATES, Candidate)
     failures = read_jsonl(out / GENERATION_FAILURES, GenerationFailure)
     yields = branch_yields(candidates, failures)
     passed = sum(y.passed for y in yields.values())
-    calls = sum(y.calls for y in yields.values())
-    tokens = sum(y.tokens for y in yields.values())
+    cache = CallCache(out / LLM_CACHE)
+    made = cache.summary()  # every call of this run's work, the first attempts included
+    cache.close()
+    calls, tokens = made.calls, made.prompt_tokens + made.completion_tokens
     refused = sum(c.rejected is not None for item in candidates if item.intermediates
                   for c in item.intermediates.calls)
     refused += sum(c.rejected is not None for f in failures for c in f.calls)
     return {
-        "config": name, "known_source": source, "attempts": attempts, "events": args.events,
+        "config": name, "known_source": source, "attempts": attempts, "events": events,
         "candidates": len(candidates), "generation_failures": len(failures), "passed": passed,
-        "pass_rate": passed / args.events, "calls": calls, "tokens": tokens,
+        "pass_rate": passed / events, "calls": calls, "tokens": tokens,
         "refused_outputs": refused, "wall_s": round(wall, 1),
         "calls_per_passed": calls / passed if passed else None,
         "tokens_per_passed": tokens / passed if passed else None,
@@ -127,6 +138,8 @@ def main() -> None:
                         "default model)")
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--only", default=",".join(CONFIGS), help="configs to run, in order")
+    parser.add_argument("--recount", action="store_true",
+                        help="recompute the figures of finished runs (no generation)")
     args = parser.parse_args()
     args.base.mkdir(parents=True, exist_ok=True)
     events = _events(args.base)

@@ -119,7 +119,8 @@ def test_without_repair_the_step_fails_and_a_later_run_with_repair_pays_only_the
         (failure,) = read_jsonl(tmp_path / GENERATION_FAILURES, GenerationFailure)
         assert failure.event_id == events[0].id and failure.step == "UnknownQuestionGen"
         assert failure.reason.startswith("the unknown question names its own answer")
-        assert [c.function for c in failure.calls] == ["UnknownQuestionGen"]
+        # the passage asked beside the refused question is counted too (it was paid for)
+        assert [c.function for c in failure.calls] == ["KnownEventsGen", "UnknownQuestionGen"]
         assert failure.branch in ("AAB", "ABC")
 
         assert _build(tmp_path, llm, "--stage", "generate") == 0
@@ -138,9 +139,9 @@ def test_validate_reports_the_yield_by_branch(tmp_path: Path, capsys) -> None:
     passed = sum(bool(c.validation and c.validation.passed) for c in items)
     assert "yield (generation calls, refused attempts included):" in out
     all_line = next(line for line in out.splitlines() if line.strip().startswith("all"))
-    # 3 items of 4 calls each, and the failed event's one refused call
-    assert f"{passed} passed of    4 (1 failed in generation); 13 calls" in all_line
-    assert f"{passed / 13:.3f} items per call" in all_line
+    # 3 items of 4 calls each, and the failed event's passage and refused question
+    assert f"{passed} passed of    4 (1 failed in generation); 14 calls" in all_line
+    assert f"{passed / 14:.3f} items per call" in all_line
 
 
 def test_a_known_entity_named_inside_the_bridge_is_not_drawn(tmp_path: Path) -> None:

@@ -19,9 +19,9 @@ import asyncio
 import hashlib
 import random
 import re
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
@@ -48,8 +48,6 @@ from cuqa_builder.text import contains_answer
 from cuqa_builder.validation.near_duplicates import SIMILAR, wording_similarity
 from cuqa_builder.validation.question_form import form_problem
 
-A = TypeVar("A")
-B = TypeVar("B")
 EntityFinder = Callable[[str], Awaitable[list[Entity]]]
 # A refused reply is asked again with the next sampling seed (a new cache key); refused replies
 # stay cached, so a re-run reproduces the same outcome for free.
@@ -247,17 +245,6 @@ def _same_entity(a: Entity, b: Entity) -> bool:
     return any(contains_answer(x, y) or contains_answer(y, x) for x in names for y in others)
 
 
-async def _both(
-    first: Coroutine[Any, Any, A], second: Coroutine[Any, Any, B]
-) -> tuple[A, B]:
-    """Run two independent calls together; both finish (and are cached) even if one fails."""
-    one, two = await asyncio.gather(first, second, return_exceptions=True)
-    for result in (one, two):
-        if isinstance(result, BaseException):
-            raise result
-    return one, two  # type: ignore[return-value]
-
-
 @dataclass
 class Generator:
     gateway: PromptGateway
@@ -344,10 +331,21 @@ class Generator:
             UNKNOWN_QUESTION_GEN, {"unknown_event": event.text, "unknown_entity": cur_ent.text},
             draws.api_seed, own_answer_check("unknown question", _names(cur_ent)),
         )
-        unknown, (passage, passage_calls) = await _both(
-            unknown_call, self._passage(cur_ent, draws.api_seed)
+        # The two independent steps run together; both finish (and are cached, and counted in
+        # a failure's calls) even if one fails.
+        unknown_or_error, passage_or_error = await asyncio.gather(
+            unknown_call, self._passage(cur_ent, draws.api_seed), return_exceptions=True
         )
-        spent += [*unknown.attempts, *passage_calls]
+        if not isinstance(unknown_or_error, BaseException):
+            spent += unknown_or_error.attempts
+        if not isinstance(passage_or_error, BaseException):
+            spent += passage_or_error[1]
+        for outcome in (unknown_or_error, passage_or_error):
+            if isinstance(outcome, BaseException):
+                raise outcome
+        assert not isinstance(unknown_or_error, BaseException)
+        assert not isinstance(passage_or_error, BaseException)
+        unknown, (passage, _) = unknown_or_error, passage_or_error
         k_ent, fallback = None, None
         if not draws.aab:
             k_ent = await self._known_entity(passage, cur_ent, draws.k_fraction)
@@ -385,7 +383,7 @@ class Generator:
             known_question=known.parsed,
             known_answer=answer.text,
             merged_question=merged.parsed,
-            calls=[*unknown.attempts, *passage_calls, *known.attempts, *merged.attempts],
+            calls=[*spent, *merged.attempts],
             fallback=fallback,
             known_source=self.known_source,
             known_article=article.evidence if article and self.known_source == "wiki" else None,
