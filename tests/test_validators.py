@@ -394,3 +394,10 @@ def test_a_possessive_names_the_answer() -> None:
                "race?")
     failure = answer_in_question(leak, LIMITS)
     assert failure is not None and '"Aurelia 7"' in failure.reason
+
+
+def test_a_question_pointing_at_the_prompts_event_is_residue() -> None:
+    for question in ("What assembly was Turkey choosing a president for in the event described?",
+                     "Which country hosted the given event in 2023?"):
+        failure = template_residue(aab(question=question), LIMITS)
+        assert failure is not None and failure.check == "template_residue", question

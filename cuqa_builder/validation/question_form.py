@@ -12,6 +12,8 @@ RESIDUE = re.compile(
     r"\b(?:question\s+(?:one|two|1|2)\b"
     r"|(?:merged|combined|final|natural)\s+question\s*:"
     r"|according\s+to\s+(?:the\s+)?(?:unknown|known)\s+events?\b"
+    r"|the\s+(?:event|passage|text)\s+(?:described|above|given|mentioned)\b"
+    r"|the\s+(?:unknown|known|given|above)\s+(?:event|passage)\b"
     r"|generate\s+(?:a|an)\b"
     r"|to\s+which\s+the\s+answer\s+is\b"
     r"|contains\s+the\s+terms\b"
