@@ -21,14 +21,15 @@ import random
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import BaseModel
 
 from cuqa_builder.errors import CuqaError
 from cuqa_builder.generation.output_parsing import OutputError, parse_passage, parse_question
 from cuqa_builder.grounding.keys import entity_key
-from cuqa_builder.llm.types import ChatResult, LLMError
+from cuqa_builder.llm.client import LLMClient, prompt_request
+from cuqa_builder.llm.types import LLMError
 from cuqa_builder.prompts import PromptTemplate, load_prompt
 from cuqa_builder.records import (
     Candidate,
@@ -43,6 +44,7 @@ from cuqa_builder.records import (
     PromptCall,
     QuestionType,
     SubQuestion,
+    answer_aliases,
 )
 from cuqa_builder.text import contains_answer
 from cuqa_builder.validation.near_duplicates import SIMILAR, wording_similarity
@@ -52,23 +54,11 @@ EntityFinder = Callable[[str], Awaitable[list[Entity]]]
 # A refused reply is asked again with the next sampling seed (a new cache key); refused replies
 # stay cached, so a re-run reproduces the same outcome for free.
 DEFAULT_ATTEMPTS = 3
-_PARENTHETICAL = re.compile(r"\s*\([^)]*\)$")
 _NOT_AN_ENTITY = re.compile(r"^[\d\s,–-]+$|^(?:January|February|March|April|May|June|July|August"
                             r"|September|October|November|December) \d{1,2}$")
 LINK_LABEL = "LINK"  # label of an entity taken from an article's wikilink
 # A step check: the parsed output -> why it is refused, or None to accept it.
 StepCheck = Callable[[str], "str | None"]
-
-
-class PromptGateway(Protocol):
-    """The part of the LLM gateway generation uses."""
-
-    @property
-    def model(self) -> str: ...
-
-    async def prompt(
-        self, template: PromptTemplate, values: dict[str, str], **sampling: Any
-    ) -> ChatResult: ...
 
 
 @dataclass(frozen=True)
@@ -229,14 +219,6 @@ def draw(seed: int, event_id: str, n_entities: int) -> Draws:
     return Draws(cur_index, aab, k_fraction=rng.random(), api_seed=rng.getrandbits(31))
 
 
-def answer_aliases(entity: Entity) -> list[str]:
-    """The entity's Wikipedia title (without a disambiguation suffix) when it reads differently."""
-    if not entity.wiki_title:
-        return []
-    title = _PARENTHETICAL.sub("", entity.wiki_title).strip()
-    return [title] if title and title.casefold() != entity.text.casefold() else []
-
-
 def _same_entity(a: Entity, b: Entity) -> bool:
     """The same names, or one named inside the other ("Turkey" in "Grand National Assembly of
     Turkey": a question mentioning the bridge would name the answer)."""
@@ -247,7 +229,7 @@ def _same_entity(a: Entity, b: Entity) -> bool:
 
 @dataclass
 class Generator:
-    gateway: PromptGateway
+    gateway: LLMClient
     find_entities: EntityFinder  # NER on a known passage (the ABC branch samples k_ent from it)
     seed: int
     cutoff: str
@@ -271,9 +253,9 @@ class Generator:
         for attempt in range(self.attempts):
             seed = api_seed + attempt
             try:
-                result = await self.gateway.prompt(
+                result = await self.gateway.chat(prompt_request(
                     template, values, **self.sampling.for_step(step, seed)
-                )
+                ))
             except LLMError as exc:
                 raise GenerationError(step.function, str(exc), attempts) from exc
             try:

@@ -14,13 +14,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from cuqa_builder.generation.algorithm import (
-    MERGE_QUESTIONS,
-    Generator,
+from cuqa_builder.generation.algorithm import MERGE_QUESTIONS, Generator, merge_check
+from cuqa_builder.records import (
+    Candidate,
+    Entity,
+    GeneratorInfo,
+    Pairing,
+    QuestionType,
     answer_aliases,
-    merge_check,
 )
-from cuqa_builder.records import Candidate, Entity, GeneratorInfo, Pairing, QuestionType
 from cuqa_builder.text import normalize_answer
 
 LinkKind = Literal["question", "entities", "answer"]

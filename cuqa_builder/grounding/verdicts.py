@@ -19,10 +19,9 @@ from dataclasses import dataclass, field
 from datetime import date
 from functools import cached_property
 
-from cuqa_builder.generation.algorithm import answer_aliases
 from cuqa_builder.grounding.article_text import ArticleText, article_text
 from cuqa_builder.grounding.articles import ArticleLookup, ArticleStore
-from cuqa_builder.records import Candidate, Entity, Evidence, GroundingVerdict
+from cuqa_builder.records import Candidate, Entity, Evidence, GroundingVerdict, answer_aliases
 from cuqa_builder.text import contains_answer, normalize_answer
 
 BRIDGE = "bridge_known_before_cutoff"

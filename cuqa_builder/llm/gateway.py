@@ -4,10 +4,12 @@
         result = await gw.chat(ChatRequest(messages=[...], temperature=0.1))
 
 Every call goes through the `openai` client to an OpenAI-compatible endpoint: a remote API, or
-llama.cpp's server for the embedded model (started here, stopped on exit). The client's own
-retries are off because we retry ourselves: 408/409/429/5xx, timeouts, connection errors and
-malformed bodies, with exponential back-off and jitter, waiting as long as `Retry-After` asks.
-The API key is scrubbed from every message we raise or log.
+llama.cpp's server for the embedded model (started here, stopped on exit). Calls go to the chat
+endpoint, or with `api="completions"` to the legacy completions endpoint of instruct models (the
+messages' text as the prompt, token logprobs in either of the two shapes servers return). The
+client's own retries are off because we retry ourselves: 408/409/429/5xx, timeouts, connection
+errors and malformed bodies, with exponential back-off and jitter, waiting as long as
+`Retry-After` asks. The API key is scrubbed from every message we raise or log.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any
 import openai
 
 from cuqa_builder.llm.cache import CallCache, canonical_request, request_key
+from cuqa_builder.llm.client import prompt_request
 from cuqa_builder.llm.local import LocalServer
 from cuqa_builder.llm.prices import PriceTable
 from cuqa_builder.llm.settings import LOCAL_SLOTS_MAX, LLMSettings
@@ -85,17 +88,10 @@ class Gateway:
         self, template: PromptTemplate, values: Mapping[str, str], **sampling: Any
     ) -> ChatResult:
         """Render `template` as one user message and send it, recording the template used."""
-        return await self.chat(
-            ChatRequest(
-                messages=[{"role": "user", "content": template.render(**values)}],
-                template=template.name,
-                template_hash=template.sha256,
-                **sampling,
-            )
-        )
+        return await self.chat(prompt_request(template, values, **sampling))
 
     async def chat(self, request: ChatRequest) -> ChatResult:
-        canonical = canonical_request(self.model, request)
+        canonical = canonical_request(self.model, request, self._settings.api)
         key = request_key(canonical)
         if self._cache is not None and not self._settings.refresh:
             hit = self._cache.get(key)
@@ -130,6 +126,11 @@ class Gateway:
         self, key: str, canonical: str, request: ChatRequest
     ) -> ChatResult:
         body, raw, latency = await self._call_with_retries(request)
+        stored = self._without_key(raw)
+        if stored != raw:
+            # An endpoint echoed our key in its answer: the caller gets what the cache keeps,
+            # so the key reaches no output file and a replay reads the very same answer.
+            body = json.loads(stored)
         result = _result(body, self.model, latency_s=latency, cached=False)
         result.cost = self._prices.cost(self.model, result.prompt_tokens, result.completion_tokens)
         self._count(result)
@@ -138,7 +139,7 @@ class Gateway:
                 key,
                 model=self.model,
                 canonical_request=canonical,
-                response_json=self._without_key(raw),
+                response_json=stored,
                 prompt_tokens=result.prompt_tokens,
                 completion_tokens=result.completion_tokens,
                 latency_s=latency,
@@ -176,9 +177,15 @@ class Gateway:
     async def _attempt(self, request: ChatRequest) -> tuple[dict[str, Any], str, float]:
         started = time.perf_counter()
         try:
-            response = await self._client.chat.completions.with_raw_response.create(
-                model=self.model, messages=request.messages, **_sampling(request)
-            )
+            if self._settings.api == "completions":
+                response = await self._client.completions.with_raw_response.create(
+                    model=self.model, prompt=completion_prompt(request.messages),
+                    **_completion_sampling(request),
+                )
+            else:
+                response = await self._client.chat.completions.with_raw_response.create(
+                    model=self.model, messages=request.messages, **_sampling(request)
+                )
             raw = response.text
         except openai.APITimeoutError:
             raise _Retryable(f"no answer within {self._settings.timeout_s:g} s") from None
@@ -222,18 +229,43 @@ def _sampling(request: ChatRequest) -> dict[str, Any]:
     return params
 
 
+def completion_prompt(messages: list[dict[str, str]]) -> str:
+    """The prompt text of the completions endpoint: the messages' contents (one, in practice)."""
+    return "\n\n".join(message["content"] for message in messages)
+
+
+def _completion_sampling(request: ChatRequest) -> dict[str, Any]:
+    """As `_sampling`, for the completions endpoint, whose `logprobs` is the number of top
+    alternatives (0 would ask for none at all on llama.cpp)."""
+    params = {name: value for name, value in _sampling(request).items()
+              if name not in ("logprobs", "top_logprobs")}
+    if request.logprobs:
+        params["logprobs"] = max(1, request.top_logprobs or 1)
+    return params
+
+
 def _check_shape(body: Any) -> None:
-    """Raise unless `body` is a chat completion with at least one choice and a message."""
-    message = body["choices"][0]["message"]
-    if not isinstance(message, dict):
-        raise TypeError("the first choice has no message")
+    """Raise unless `body` is a completion with at least one choice: a chat message, or the
+    completions endpoint's text."""
+    choice = body["choices"][0]
+    if "message" in choice:
+        if not isinstance(choice["message"], dict):
+            raise TypeError("the first choice has no message")
+    elif not isinstance(choice["text"], str):
+        raise TypeError("the first choice has no text")
+
+
+def _choice_text(choice: dict[str, Any]) -> str:
+    if "message" in choice:
+        return choice["message"].get("content") or ""
+    return choice.get("text") or ""
 
 
 def _result(body: dict[str, Any], model: str, *, latency_s: float, cached: bool) -> ChatResult:
     choice = body["choices"][0]
     usage = body.get("usage") or {}
     return ChatResult(
-        text=choice["message"].get("content") or "",
+        text=_choice_text(choice),
         model=model,
         finish_reason=choice.get("finish_reason"),
         logprobs=_logprobs(choice.get("logprobs")),
@@ -245,6 +277,8 @@ def _result(body: dict[str, Any], model: str, *, latency_s: float, cached: bool)
 
 
 def _logprobs(data: dict[str, Any] | None) -> list[TokenLogprob] | None:
+    if data and "token_logprobs" in data:
+        return _legacy_logprobs(data)
     if not data or data.get("content") is None:
         return None
     return [
@@ -254,6 +288,17 @@ def _logprobs(data: dict[str, Any] | None) -> list[TokenLogprob] | None:
             top=[(alt["token"], alt["logprob"]) for alt in item.get("top_logprobs") or []],
         )
         for item in data["content"]
+    ]
+
+
+def _legacy_logprobs(data: dict[str, Any]) -> list[TokenLogprob]:
+    """The completions endpoint's own shape: parallel lists of tokens, their logprobs and
+    {token: logprob} alternatives (a null logprob, as for an echoed first token, is skipped)."""
+    tops = data.get("top_logprobs") or [None] * len(data["tokens"])
+    return [
+        TokenLogprob(token=token, logprob=logprob, top=list((top or {}).items()))
+        for token, logprob, top in zip(data["tokens"], data["token_logprobs"], tops, strict=True)
+        if logprob is not None
     ]
 
 

@@ -2,7 +2,9 @@
 
 Many events run at once (the gateway bounds the calls in flight); each candidate is appended
 and flushed the moment it is done, so a killed run loses nothing, and a re-run skips the events
-whose candidate is in the file. An event that fails for good is logged to
+whose candidate is in the file. A candidate whose event was reworded by a refresh is stale: it
+is taken out of the file first (with the hard items built on it) and made again; its calls that
+do not depend on the new text come from the cache. An event that fails for good is logged to
 `generation-failures.jsonl` (the failures of the latest run) and retried by the next run, whose
 finished calls come from the LLM cache: a failed call is asked again, while an answer that held
 no usable question is cached like any other and fails the same way (`--refresh` asks anew).
@@ -13,9 +15,10 @@ from __future__ import annotations
 import asyncio
 import importlib
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 
 from tqdm import tqdm
@@ -31,18 +34,20 @@ from cuqa_builder.generation.yield_report import item_calls
 from cuqa_builder.grounding.article_text import article_text
 from cuqa_builder.grounding.articles import ArticleStore, open_article_store
 from cuqa_builder.grounding.keys import entity_key
-from cuqa_builder.jsonio import JsonlAppender, atomic_write_text, read_jsonl
+from cuqa_builder.jsonio import JsonlAppender, atomic_write_text, read_jsonl, write_jsonl
 from cuqa_builder.llm.gateway import open_gateway
 from cuqa_builder.llm.settings import resolve_settings
 from cuqa_builder.llm.types import GatewayStats
 from cuqa_builder.ner import EntityExtractor
 from cuqa_builder.records import Candidate, Entity, Event, GenerationFailure
+from cuqa_builder.refresh import stale_candidates
 from cuqa_builder.run import (
     CANDIDATES,
     EVENTS,
     GENERATION_FAILURES,
     LLM_CACHE,
     GenerationInfo,
+    NothingProducedError,
     RunContext,
     save_run_info,
 )
@@ -55,6 +60,7 @@ EVENTS_PER_CALL_SLOT = 2
 @dataclass
 class Tally:
     selected: int = 0
+    stale: int = 0  # candidates taken out to be made again: their event changed
     no_entities: int = 0
     outside_window: int = 0
     already_done: int = 0
@@ -65,9 +71,19 @@ class Tally:
     hard_requested: int = 0
     hard_written: int = 0
     hard_failed: int = 0
+    no_article: int = 0  # --known-source wiki: no entity of the event had an article then
     refused: int = 0  # outputs a step check refused (asked again, or the step failed)
     repaired: int = 0  # items written after at least one refused output
     articles: str = ""  # --known-source wiki: what the article lookups did
+    reasons: Counter[str] = field(default_factory=Counter)  # "step: reason" of each failure
+
+    @property
+    def written(self) -> int:
+        return self.aab + self.abc + self.hard_written
+
+    def most_common_failure(self) -> str:
+        (reason, count), = self.reasons.most_common(1)
+        return f"{reason} ({count} of {sum(self.reasons.values())} failures)"
 
     def count(self, item: Candidate) -> None:
         calls = item_calls(item)
@@ -128,6 +144,16 @@ def _known_articles(
         counts = store.ensure(entities, progress=bar.update)
     tally.articles = counts.line()
     return _passages(store, entities)
+
+
+def _with_a_known_bridge(
+    events: list[Event], known: dict[str, KnownArticle], tally: Tally
+) -> list[Event]:
+    """--known-source wiki: an event none of whose entities had an article at the cutoff has no
+    bridge to ask about (a finding of the lookups, not a failure to retry): it is skipped."""
+    usable = [e for e in events if any(entity_key(x) in known for x in e.entities)]
+    tally.no_article = len(events) - len(usable)
+    return usable
 
 
 def _passages(store: ArticleStore, entities: list[Entity]) -> dict[str, KnownArticle]:
@@ -196,6 +222,7 @@ class _Writer:
             self.tally.hard_failed += 1
         else:
             self.tally.failed += 1
+        self.tally.reasons[f"{error.step}: {_short(error.reason)}"] += 1
 
     def close(self) -> None:
         self.candidates.close()
@@ -249,10 +276,26 @@ def _hard_jobs(
     ]
 
 
+def _drop_stale(ctx: RunContext, all_events: list[Event], usable: list[Event]) -> int:
+    """Take out of candidates.jsonl the easy candidates whose event (still usable) changed since
+    they were made, and the hard items built on them, so that they are made again; returns how
+    many easy ones. Candidates of removed events stay (validation keeps them out of the data)."""
+    candidates = read_jsonl(ctx.path(CANDIDATES), Candidate)
+    stale = stale_candidates(candidates, {event.id: event for event in all_events})
+    regenerable = {event.id for event in usable}
+    dropped = {c.id for c in candidates if c.difficulty == "easy" and c.id in stale
+               and stale[c.id].kind == "reworded" and c.event.id in regenerable}
+    dropped |= {c.id for c in candidates if any(sub.id in dropped for sub in c.sub_items)}
+    if dropped:
+        write_jsonl(ctx.path(CANDIDATES), [c for c in candidates if c.id not in dropped])
+    return sum(1 for c in candidates if c.id in dropped and c.difficulty == "easy")
+
+
 async def _run(ctx: RunContext, tally: Tally) -> tuple[str, GatewayStats]:
     all_events = read_jsonl(ctx.path(EVENTS), Event)
     events = _select_events(ctx, all_events, tally)
     seed = ctx.options.generate.seed
+    tally.stale = _drop_stale(ctx, all_events, events)
     done = {item.id for item in read_jsonl(ctx.path(CANDIDATES), Candidate)}
     todo = [e for e in events if candidate_id(seed, e.id) not in done]
     tally.already_done = len(events) - len(todo)
@@ -263,7 +306,10 @@ async def _run(ctx: RunContext, tally: Tally) -> tuple[str, GatewayStats]:
     writer = _Writer(ctx, tally)
     try:
         options = ctx.options.generate
-        known = _known_articles(ctx, todo, tally) if options.known_source == "wiki" else {}
+        known: dict[str, KnownArticle] = {}
+        if options.known_source == "wiki":
+            known = _known_articles(ctx, todo, tally)
+            todo = _with_a_known_bridge(todo, known, tally)
         async with open_gateway(settings) as gateway:
             generator = Generator(
                 gateway, find_entities, seed=seed, cutoff=ctx.window.label,
@@ -290,19 +336,24 @@ async def _run(ctx: RunContext, tally: Tally) -> tuple[str, GatewayStats]:
 
 
 def _summary(ctx: RunContext, tally: Tally, model: str, stats: GatewayStats, wall: float) -> str:
-    skipped = [f"{n} {why}" for n, why in ((tally.no_entities, "without entities"),
-                                           (tally.outside_window, "outside the window")) if n]
+    skipped = [f"{n} {why}" for n, why in (
+        (tally.no_entities, "without entities"), (tally.outside_window, "outside the window"),
+        (tally.no_article, "without an entity that had an article at the cutoff"),
+    ) if n]
     lines = [
         f"generate: {tally.selected} events"
         + (f" ({', '.join(skipped)} skipped)" if skipped else "")
         + f"; {tally.aab + tally.abc} new candidates (AAB {tally.aab}, ABC {tally.abc}"
         + (f"; {tally.fallbacks} ABC draws fell back to AAB" if tally.fallbacks else "")
-        + f"), {tally.already_done} already done, {tally.failed} failed",
+        + f"), {tally.already_done} already done, {tally.failed} failed"
+        + (f"; {tally.stale} of them stale (their event was reworded), made again"
+           if tally.stale else ""),
     ]
     if tally.hard_requested:
         lines.append(f"  hard: {tally.hard_written} new (requested {tally.hard_requested}), "
                      f"{tally.hard_failed} failed")
     if tally.failed or tally.hard_failed:
+        lines.append(f"  most common failure: {tally.most_common_failure()}")
         lines.append(f"  failures: {ctx.path(GENERATION_FAILURES)} (run again to retry them)")
     lines.append(f"  repair (--attempts {ctx.options.generate.attempts}): {tally.refused} outputs "
                  f"refused by their step check; {tally.repaired} items written after a retry")
@@ -316,8 +367,20 @@ def _summary(ctx: RunContext, tally: Tally, model: str, stats: GatewayStats, wal
     return "\n".join(lines)
 
 
+def _short(reason: str, limit: int = 160) -> str:
+    reason = " ".join(reason.split())
+    return reason if len(reason) <= limit else reason[: limit - 1] + "…"
+
+
 def run(ctx: RunContext) -> str:
     started = time.perf_counter()
     tally = Tally()
     model, stats = asyncio.run(_run(ctx, tally))
-    return _summary(ctx, tally, model, stats, time.perf_counter() - started)
+    summary = _summary(ctx, tally, model, stats, time.perf_counter() - started)
+    if tally.reasons and not tally.written:  # every item it tried failed: say why, exit 1
+        raise NothingProducedError(
+            f"no candidate could be made: {tally.failed + tally.hard_failed} failed, most "
+            f"commonly {tally.most_common_failure()}; details in "
+            f"{ctx.path(GENERATION_FAILURES)}; run the same command to retry"
+        )
+    return summary

@@ -21,6 +21,7 @@ from cuqa_builder.run import (
     GENERATION_FAILURES,
     MANIFEST,
     PAGES_DIR,
+    REFRESH,
     RUN_INFO,
     RunContext,
 )
@@ -84,7 +85,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("fetch", "Wikipedia pages of the window -> a snapshot", (), (PAGES_DIR, MANIFEST),
           _fetch),
     Stage("events", "pages -> dated events with entities (or --source DIR)", (PAGES_DIR,),
-          (EVENTS, MANIFEST), _events),
+          (EVENTS, MANIFEST, REFRESH), _events),
     Stage("generate", "events -> candidates by Algorithm 1", (EVENTS,),
           (CANDIDATES, GENERATION_FAILURES, RUN_INFO), _generate),
     Stage("ground", "candidates -> their entities' articles as of the cutoff (evidence)",

@@ -4,7 +4,9 @@ Every candidate keeps its verdict (`validation`: passed, failures with reasons, 
 critic verdicts) and its `grounding` (verdicts with evidence, when the ground stage has stored
 the articles) in `candidates.jsonl`, rewritten atomically; the ones that passed become the
 unreviewed items of `cuqa.jsonl`. The checks are cheap and simply run again; probe and critic
-calls go through the gateway's cache, so a killed or repeated run asks nothing twice.
+calls go through the gateway's cache, so a killed or repeated run asks nothing twice. A
+candidate whose event a refresh reworded or removed fails `event_changed` (and is not probed)
+until the generate stage makes it again.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 
+from cuqa_builder.annotation.review import ReviewReport
 from cuqa_builder.generation.yield_report import yield_lines
 from cuqa_builder.grounding.verdicts import GROUNDING_CHECKS
 from cuqa_builder.jsonio import iter_jsonl, read_jsonl, write_jsonl
@@ -30,18 +33,22 @@ from cuqa_builder.records import (
     Candidate,
     CheckFailure,
     CuqaItem,
+    Event,
     GenerationFailure,
     GroundingVerdict,
 )
+from cuqa_builder.refresh import STALE, stale_candidates
 from cuqa_builder.run import (
     ARTICLES,
     CANDIDATES,
     DATASET,
+    EVENTS,
     GENERATION_FAILURES,
     LLM_CACHE,
     REVIEW_REPORT,
     RunContext,
     ValidationInfo,
+    check_replacement,
     save_run_info,
 )
 from cuqa_builder.stages.options import BuildOptions
@@ -182,14 +189,30 @@ def _count_table(report: CheckReport, names: Sequence[str]) -> list[str]:
     return lines
 
 
+def _mark_stale(ctx: RunContext, candidates: list[Candidate], report: CheckReport) -> None:
+    """Fail the candidates whose event changed or went away since they were made (when the
+    run has its events.jsonl to compare with)."""
+    if not ctx.path(EVENTS).exists():
+        return
+    events = {event.id: event for event in iter_jsonl(ctx.path(EVENTS), Event)}
+    stale = stale_candidates(candidates, events)
+    report.applied[STALE] = len(candidates)
+    for candidate, validation in zip(candidates, report.validations, strict=True):
+        if candidate.id in stale:
+            validation.failures.append(stale[candidate.id].failure())
+            validation.passed = False
+            report.failed[STALE] += 1
+
+
 def _summary(
     report: CheckReport, passed: int, dataset: str, extra: list[tuple[str, Sequence[str]]],
     yield_lines: list[str],
 ) -> str:
     total = len(report.validations)
+    names = (*CHECK_NAMES, STALE) if report.applied[STALE] else CHECK_NAMES
     lines = [
         f"validate: {passed} of {total} candidates passed, {total - passed} failed {dataset}",
-        *_count_table(report, CHECK_NAMES),
+        *_count_table(report, names),
     ]
     for headline, names in extra:
         lines += [headline, *(_count_table(report, names) if names else [])]
@@ -212,6 +235,7 @@ def run(ctx: RunContext) -> str:
     extra: list[tuple[str, Sequence[str]]] = [
         (grounding_line, GROUNDING_CHECKS if grounded else ())
     ]
+    _mark_stale(ctx, candidates, report)
     settings = ValidationInfo(limits=limits)
     if options.checks.probe_model:
         model, judge_name, stats = asyncio.run(
@@ -240,18 +264,36 @@ def run(ctx: RunContext) -> str:
     ]
     write_jsonl(path, validated)
     passed = [c.to_item() for c in validated if c.validation and c.validation.passed]
-    dataset = _write_dataset(ctx.path(DATASET), ctx.path(REVIEW_REPORT), passed)
+    dataset = _write_dataset(
+        ctx.path(DATASET), ctx.path(REVIEW_REPORT), passed, options.force
+    )
     failures = read_jsonl(ctx.path(GENERATION_FAILURES), GenerationFailure)
     return _summary(report, len(passed), dataset, extra, yield_lines(validated, failures))
 
 
-def _write_dataset(path: Path, review_report: Path, items: list[CuqaItem]) -> str:
+def _write_dataset(
+    path: Path, review_report: Path, items: list[CuqaItem], force: bool
+) -> str:
     """Write the passed items, unless people reviewed this run: their verdicts are never
     overwritten, not even a review that accepted nothing (pulling the annotations again
-    applies the new verdicts)."""
+    applies the new verdicts). A review report in which nobody judged anything (an empty
+    export, say) protects nothing: it and its empty file are replaced."""
     reviewed = sum(item.review.status != "unreviewed" for item in iter_jsonl(path, CuqaItem))
-    if reviewed or review_report.exists():
+    if reviewed or _judged_something(review_report):
         return (f"(kept {path}: it holds the {reviewed} items accepted by review; "
                 "`cuqa-annotate pull` or `import` again applies these verdicts)")
+    check_replacement(path, len(items), "items that passed", force)
+    review_report.unlink(missing_ok=True)
     write_jsonl(path, items)
     return f"-> {path}"
+
+
+def _judged_something(review_report: Path) -> bool:
+    """Whether a review report records any judgement; one that cannot be read counts as yes."""
+    if not review_report.exists():
+        return False
+    try:
+        report = ReviewReport.model_validate_json(review_report.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return True
+    return report.reviewed > 0
