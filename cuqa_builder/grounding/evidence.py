@@ -1,5 +1,6 @@
-"""A candidate's grounding as short plain-text lines, for annotators (the Label Studio task's
-`evidence` field) and for people reading `candidates.jsonl`."""
+"""A candidate's grounding and critic verdicts as short plain-text lines, for annotators (made
+to join the Label Studio task's `evidence` text, built in `annotation/tasks.py`) and for people
+reading `candidates.jsonl`. Each function gives no line when there is nothing to show."""
 
 from __future__ import annotations
 
@@ -25,10 +26,8 @@ def verdict_lines(verdict: GroundingVerdict) -> list[str]:
 
 
 def grounding_lines(candidate: Candidate) -> list[str]:
-    """Every grounding verdict of the candidate with its evidence sentences and their source;
-    one line saying so when the candidate was not grounded."""
-    if not candidate.grounding:
-        return ["Not checked against Wikipedia (run the ground and validate stages)."]
+    """Every grounding verdict of the candidate with its evidence sentences and their source
+    (none when the candidate was not checked against Wikipedia)."""
     return [line for verdict in candidate.grounding for line in verdict_lines(verdict)]
 
 
