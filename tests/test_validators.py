@@ -428,10 +428,13 @@ def test_two_questions_joined_by_and_are_not_one_question() -> None:
     joined = aab(question="Which solar car won the 2023 Trans-Karoo Challenge, and who is its "
                  "designer?")
     failure = one_question(joined, LIMITS)
-    assert failure is not None and "joined by \"and who is\"" in failure.reason
+    assert failure is not None and "joined by \", and who\"" in failure.reason
     relative = aab(question="Which solar car, built in Dunmere and which won a fair, won the "
                    "2023 Trans-Karoo Challenge?")
     assert one_question(relative, LIMITS) is None
+    second = aab(question="Which car won the 2023 Trans-Karoo Challenge, and which university "
+                 "built it?")
+    assert one_question(second, LIMITS) is not None
 
 
 def test_a_merge_that_only_rewords_one_sub_question_is_an_echo() -> None:

@@ -25,10 +25,12 @@ RESIDUE = re.compile(
     re.IGNORECASE,
 )
 # A second interrogative clause glued on with "and" ("..., and who is the queen consort?"): two
-# questions in one. "and which" is left alone: it is often a relative clause.
+# questions in one. A bare "and which" is left alone (often a relative clause); after a comma
+# it starts a second question.
 SECOND_QUESTION = re.compile(
     r"\band\s+(?:what|who|whom|where|when|how|why)\s+(?:is|was|are|were|did|does|do|will|would"
-    r"|can|could|has|have|had)\b",
+    r"|can|could|has|have|had)\b"
+    r"|,\s*and\s+(?:which|what|who)\b",
     re.IGNORECASE,
 )
 
