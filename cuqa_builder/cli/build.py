@@ -9,7 +9,7 @@ from pathlib import Path
 from cuqa_builder import __version__
 from cuqa_builder.cli.flags import add_flags, options_from
 from cuqa_builder.cli.shell import add_verbosity_flags, run_command
-from cuqa_builder.errors import CuqaError, UsageError
+from cuqa_builder.errors import CuqaError, Paused, UsageError
 from cuqa_builder.llm.settings import LLMOptions
 from cuqa_builder.run import RunContext, load_run_info, save_run_info
 from cuqa_builder.stages.options import (
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         for stage in _plan(args.stage, ctx.options):
             try:
                 summary = run_stage(stage, ctx)
-            except (KeyboardInterrupt, StageFailed):
+            except (KeyboardInterrupt, StageFailed, Paused):
                 raise
             except Exception as exc:
                 raise StageFailed(stage.name, exc) from exc
