@@ -171,7 +171,8 @@ async def open_session(args: argparse.Namespace) -> AsyncIterator[Session]:
     items = load_items(args.data, split=args.split, limit=args.limit)
     options = solver_options(args)
     args.out.mkdir(parents=True, exist_ok=True)
-    settings = resolve_settings(args.llm_options, default_cache=args.out / LLM_CACHE)
+    settings = resolve_settings(args.llm_options, default_cache=args.out / LLM_CACHE,
+                                progress=not args.quiet)
     async with AsyncExitStack() as stack:
         retriever, retriever_info = open_retriever(args, stack)
         gateway = await stack.enter_async_context(open_gateway(settings))
@@ -190,7 +191,7 @@ async def open_session(args: argparse.Namespace) -> AsyncIterator[Session]:
         evaluation = Evaluation(
             solver=get_solver(args.method), gateway=gateway, retriever=retriever,
             options=options, settings=run_settings, judge_gateway=judge_gateway,
-            items_in_flight=4 * settings.concurrency, progress=not args.quiet,
+            items_in_flight=settings.jobs_in_flight(4), progress=not args.quiet,
         )
         yield Session(evaluation, items)
         print(_usage_line(gateway.stats), file=sys.stderr)

@@ -3,7 +3,8 @@
 In batch mode the gateway does not send a call when it is asked: the caller's coroutine waits on
 a future here. When no new call has come for a moment, every coroutine of the run is waiting on
 an answer (all of Algorithm 1's first step for every event, then the next step, and so on), and
-the waiting calls are flushed as one round:
+the waiting calls are flushed as one round. Work that runs off the event loop and leads to a call
+(spaCy on a known passage) says so with `outside_work()`, and the round waits for it.
 
 1. Calls that a batch recorded in the cache already holds (a killed process asked them before)
    wait for that batch instead of being sent again.
@@ -33,7 +34,7 @@ import logging
 import re
 import shlex
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -209,6 +210,17 @@ class Rounds:
         self._arrivals = 0
         self._flusher: asyncio.Task[None] | None = None
         self._stopped: BaseException | None = None
+        self._outside = 0  # coroutines busy with work off the event loop
+
+    @contextlib.asynccontextmanager
+    async def outside_work(self) -> AsyncIterator[None]:
+        """Around work in a thread whose result leads to a call: the round waits for it."""
+        self._outside += 1
+        try:
+            yield
+        finally:
+            self._outside -= 1
+            self._arrivals += 1  # the quiet period starts again when it ends
 
     async def ask(
         self, key: str, canonical: str, request: ChatRequest, body: dict[str, Any]
@@ -241,7 +253,7 @@ class Rounds:
             if self._arrivals != seen:
                 continue
             await asyncio.sleep(self._quiet_s)
-            if self._arrivals == seen:
+            if self._arrivals == seen and not self._outside:
                 return
 
     async def _flush_rounds(self) -> None:

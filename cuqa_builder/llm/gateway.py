@@ -190,6 +190,15 @@ class Gateway:
         )
         return result, row
 
+    @asynccontextmanager
+    async def outside_work(self) -> AsyncIterator[None]:
+        """Around work off the event loop that leads to a call (see `batch.Rounds`)."""
+        if self._rounds is None:
+            yield
+        else:
+            async with self._rounds.outside_work():
+                yield
+
     @property
     def limiter(self) -> RateLimiter:
         return self._limiter

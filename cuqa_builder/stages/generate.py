@@ -28,6 +28,7 @@ from cuqa_builder.generation.algorithm import (
 )
 from cuqa_builder.generation.hard import choose_pairs, merge_pair
 from cuqa_builder.jsonio import JsonlAppender, atomic_write_text, read_jsonl
+from cuqa_builder.llm.batch import describe_batches
 from cuqa_builder.llm.gateway import open_gateway
 from cuqa_builder.llm.settings import resolve_settings
 from cuqa_builder.llm.types import GatewayStats
@@ -226,13 +227,19 @@ async def _run(ctx: RunContext, tally: Tally) -> tuple[str, GatewayStats]:
     todo = [e for e in events if candidate_id(seed, e.id) not in done]
     tally.already_done = len(events) - len(todo)
     tally.hard_requested = ctx.options.generate.hard
-    settings = resolve_settings(ctx.options.llm, default_cache=ctx.path(LLM_CACHE))
-    in_flight = EVENTS_PER_CALL_SLOT * settings.concurrency
+    settings = resolve_settings(ctx.options.llm, default_cache=ctx.path(LLM_CACHE),
+                                progress=not ctx.options.quiet)
+    in_flight = settings.jobs_in_flight(EVENTS_PER_CALL_SLOT)
     find_entities = PassageEntities(ctx.options.source.spacy_model)
     writer = _Writer(ctx, tally)
     try:
         async with open_gateway(settings) as gateway:
-            generator = Generator(gateway, find_entities, seed=seed, cutoff=ctx.window.label)
+            async def passage_entities(text: str) -> list[Entity]:
+                # spaCy runs in a thread; a batch round waits for it (the ABC question's call).
+                async with gateway.outside_work():
+                    return await find_entities(text)
+
+            generator = Generator(gateway, passage_entities, seed=seed, cutoff=ctx.window.label)
             save_run_info(ctx.out, generation=GenerationInfo(
                 model=gateway.model, seed=seed, sampling=generator.sampling.model_dump(),
                 prompts=generator.prompt_hashes, hard=ctx.options.generate.hard,
@@ -268,8 +275,8 @@ def _summary(ctx: RunContext, tally: Tally, model: str, stats: GatewayStats, wal
         lines.append(f"  failures: {ctx.path(GENERATION_FAILURES)} (run again to retry them)")
     lines.append(
         f"  LLM {model}: {stats.calls} calls, {stats.cache_hits} cache hits, "
-        f"{stats.prompt_tokens} tokens in, {stats.completion_tokens} out, ${stats.cost:.4f}; "
-        f"wall {wall:.1f} s -> {ctx.path(CANDIDATES)}"
+        f"{stats.prompt_tokens} tokens in, {stats.completion_tokens} out, ${stats.cost:.4f}"
+        f"{describe_batches(stats)}; wall {wall:.1f} s -> {ctx.path(CANDIDATES)}"
     )
     return "\n".join(lines)
 
