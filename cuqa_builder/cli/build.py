@@ -105,9 +105,11 @@ def _plan(stage: str, options: BuildOptions) -> list[Stage]:
     return [BY_NAME[name] for name in names]
 
 
-def _start_run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> RunContext:
+def _start_run(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, record: bool = True
+) -> RunContext:
     """The window and options of this run; run.json records the cutoff, window and seed, and
-    a resumed run keeps the ones it started with."""
+    a resumed run keeps the ones it started with (`record=False`: nothing is written)."""
     recorded = load_run_info(args.out)
     cutoff = args.cutoff or recorded.cutoff
     if not cutoff:
@@ -115,8 +117,9 @@ def _start_run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Run
     window = Window.parse(cutoff, args.until or recorded.until)
     seed = args.seed if args.seed is not None else (recorded.seed or 0)
     options = _options(parser, args, seed)
-    args.out.mkdir(parents=True, exist_ok=True)
-    save_run_info(args.out, cutoff=window.label, until=window.until.isoformat(), seed=seed)
+    if record:
+        args.out.mkdir(parents=True, exist_ok=True)
+        save_run_info(args.out, cutoff=window.label, until=window.until.isoformat(), seed=seed)
     return RunContext(out=args.out, window=window, options=options)
 
 
@@ -131,6 +134,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     def build(args: argparse.Namespace) -> int:
+        if args.estimate:  # before any call, and nothing written
+            from cuqa_builder.stages.estimate import estimate_build
+
+            ctx = _start_run(parser, args, record=False)
+            print(estimate_build(ctx, _plan(args.stage, ctx.options)))
+            return 0
         ctx = _start_run(parser, args)
         for stage in _plan(args.stage, ctx.options):
             try:

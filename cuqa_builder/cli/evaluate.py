@@ -24,6 +24,7 @@ from cuqa_builder.evaluation.gap import GAP, evaluate_gap
 from cuqa_builder.evaluation.harness import Evaluation, evaluate
 from cuqa_builder.evaluation.records import EvalItem
 from cuqa_builder.evaluation.sweep import SWEEP, parse_values, sweep
+from cuqa_builder.llm.estimate import compare
 from cuqa_builder.llm.settings import LLMOptions, LLMSettings, resolve_settings
 from cuqa_builder.llm.types import GatewayStats
 from cuqa_builder.retrieval.bm25 import BM25Retriever, CorpusError, open_corpus
@@ -193,8 +194,13 @@ async def open_session(args: argparse.Namespace) -> AsyncIterator[Session]:
             options=options, settings=run_settings, judge_gateway=judge_gateway,
             items_in_flight=settings.jobs_in_flight(4), progress=not args.quiet,
         )
+        # What the run was expected to spend, for the summary (a dry run: no call).
+        from cuqa_builder.evaluation.estimate import plan_evaluation
+
+        plan = (await plan_evaluation(args, options, settings))[0]
         yield Session(evaluation, items)
         print(_usage_line(gateway.stats), file=sys.stderr)
+        print(compare(plan, gateway.stats), file=sys.stderr)
 
 
 def _usage_line(stats: GatewayStats) -> str:
@@ -264,6 +270,11 @@ def main(argv: list[str] | None = None) -> int:
         args.llm_options = options_from(parser, LLMOptions, args)
 
     def evaluate_command(args: argparse.Namespace) -> int:
+        if getattr(args, "llm_options", None) and args.llm_options.estimate:
+            from cuqa_builder.evaluation.estimate import estimate_evaluation
+
+            print(asyncio.run(estimate_evaluation(args, solver_options(args))))
+            return 0
         print(asyncio.run(COMMANDS[args.command](args)))
         return 0
 

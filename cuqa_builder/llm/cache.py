@@ -119,6 +119,21 @@ class SubmittedRequest(BaseModel):
 
 
 @dataclass(frozen=True)
+class CallSample:
+    template: str | None
+    prompt_chars: int
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+
+
+def _prompt_chars(canonical: str) -> int:
+    """Characters of the messages' text in a canonical request."""
+    messages = json.loads(canonical).get("messages") or []
+    return sum(len(str(m.get("content") or "")) for m in messages)
+
+
+@dataclass(frozen=True)
 class CallRow:
     """One finished call as `put` stores it."""
 
@@ -284,6 +299,16 @@ class CallCache:
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
+
+    def samples(self, model: str, limit: int = 2000) -> list[CallSample]:
+        """The latest finished calls of `model` (what `--estimate` calibrates itself on)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT template, request, prompt_tokens, completion_tokens, latency_s FROM calls"
+                " WHERE model = ? ORDER BY created_at DESC LIMIT ?", (model, limit),
+            ).fetchall()
+        return [CallSample(template=t, prompt_chars=_prompt_chars(r), prompt_tokens=p,
+                           completion_tokens=c, latency_s=lat) for t, r, p, c, lat in rows]
 
     def summary(self) -> CacheSummary:
         with self._lock:

@@ -24,13 +24,18 @@ from tqdm import tqdm
 from cuqa_builder.generation.algorithm import (
     GenerationError,
     Generator,
+    Sampling,
     candidate_id,
+    load_templates,
 )
+from cuqa_builder.generation.estimate import plan_easy, plan_hard
 from cuqa_builder.generation.hard import choose_pairs, merge_pair
 from cuqa_builder.jsonio import JsonlAppender, atomic_write_text, read_jsonl
 from cuqa_builder.llm.batch import describe_batches
+from cuqa_builder.llm.cache import CallCache
+from cuqa_builder.llm.estimate import Calibration, CallPlan, compare
 from cuqa_builder.llm.gateway import open_gateway
-from cuqa_builder.llm.settings import resolve_settings
+from cuqa_builder.llm.settings import LLMSettings, resolve_settings
 from cuqa_builder.llm.types import GatewayStats
 from cuqa_builder.ner import EntityExtractor
 from cuqa_builder.records import Candidate, Entity, Event
@@ -219,16 +224,53 @@ def _hard_jobs(
     ]
 
 
-async def _run(ctx: RunContext, tally: Tally) -> tuple[str, GatewayStats]:
+def _todo(ctx: RunContext, tally: Tally) -> tuple[list[Event], list[Event], list[Candidate]]:
+    """All events, those still to generate, and the candidates already made."""
     all_events = read_jsonl(ctx.path(EVENTS), Event)
     events = _select_events(ctx, all_events, tally)
     seed = ctx.options.generate.seed
-    done = {item.id for item in read_jsonl(ctx.path(CANDIDATES), Candidate)}
+    made = read_jsonl(ctx.path(CANDIDATES), Candidate)
+    done = {item.id for item in made}
     todo = [e for e in events if candidate_id(seed, e.id) not in done]
     tally.already_done = len(events) - len(todo)
     tally.hard_requested = ctx.options.generate.hard
+    return all_events, todo, made
+
+
+def estimate(ctx: RunContext, settings: LLMSettings, model: str) -> CallPlan:
+    """The calls this stage would make now (`--estimate`; nothing is called or written)."""
+    _, todo, made = _todo(ctx, Tally())
+    plan = CallPlan(model, calibration(settings, model))
+    sampling, templates = Sampling(), load_templates()
+    easy = plan_easy(plan, todo, ctx.options.generate.seed, templates, sampling)
+    hard_done = sum(item.difficulty == "hard" for item in made)
+    easy_made = len(made) - hard_done + easy
+    pairs = min(max(0, ctx.options.generate.hard - hard_done), easy_made // 2)
+    plan_hard(plan, pairs, templates, sampling)
+    if pairs:
+        plan.notes.append(f"hard: {pairs} pairs assumed composable (known once easy items "
+                          "exist)")
+    return plan
+
+
+def calibration(settings: LLMSettings, model: str) -> Calibration:
+    """The cache's calibration for `model` (defaults without a cache file: none is made)."""
+    path = settings.cache_path
+    if path is None or not path.exists():
+        return Calibration()
+    cache = CallCache(path)
+    try:
+        return Calibration.from_cache(cache, model)
+    finally:
+        cache.close()
+
+
+async def _run(ctx: RunContext, tally: Tally) -> tuple[str, GatewayStats, CallPlan | None]:
+    all_events, todo, _ = _todo(ctx, tally)
+    seed = ctx.options.generate.seed
     settings = resolve_settings(ctx.options.llm, default_cache=ctx.path(LLM_CACHE),
                                 progress=not ctx.options.quiet)
+    plan = estimate(ctx, settings, settings.model or settings.local or "") if todo else None
     in_flight = settings.jobs_in_flight(EVENTS_PER_CALL_SLOT)
     find_entities = PassageEntities(ctx.options.source.spacy_model)
     writer = _Writer(ctx, tally)
@@ -252,13 +294,16 @@ async def _run(ctx: RunContext, tally: Tally) -> tuple[str, GatewayStats]:
                 entities = {e.id: e.entities for e in all_events}
                 await _run_jobs(ctx, "hard", _hard_jobs(ctx, generator, entities), writer,
                                 in_flight, gateway.stats)
-            return gateway.model, gateway.stats.model_copy()
+            return gateway.model, gateway.stats.model_copy(), plan
     finally:
         writer.close()
         find_entities.close()
 
 
-def _summary(ctx: RunContext, tally: Tally, model: str, stats: GatewayStats, wall: float) -> str:
+def _summary(
+    ctx: RunContext, tally: Tally, model: str, stats: GatewayStats, wall: float,
+    plan: CallPlan | None,
+) -> str:
     skipped = [f"{n} {why}" for n, why in ((tally.no_entities, "without entities"),
                                            (tally.outside_window, "outside the window")) if n]
     lines = [
@@ -278,11 +323,13 @@ def _summary(ctx: RunContext, tally: Tally, model: str, stats: GatewayStats, wal
         f"{stats.prompt_tokens} tokens in, {stats.completion_tokens} out, ${stats.cost:.4f}"
         f"{describe_batches(stats)}; wall {wall:.1f} s -> {ctx.path(CANDIDATES)}"
     )
+    if plan is not None:
+        lines.append(compare(plan, stats))
     return "\n".join(lines)
 
 
 def run(ctx: RunContext) -> str:
     started = time.perf_counter()
     tally = Tally()
-    model, stats = asyncio.run(_run(ctx, tally))
-    return _summary(ctx, tally, model, stats, time.perf_counter() - started)
+    model, stats, plan = asyncio.run(_run(ctx, tally))
+    return _summary(ctx, tally, model, stats, time.perf_counter() - started, plan)
