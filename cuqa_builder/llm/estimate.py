@@ -7,7 +7,8 @@ stood in by text of the expected length. Then, offline:
 - **tokens in** = the prompt's characters / characters per token, plus 7 tokens per message (the
   chat format's overhead). Characters per token is 4.0 (English text in OpenAI's tokenizers)
   until the call cache holds answered calls of the model: then it is measured on those (the
-  cache's prompts' characters over their prompt tokens), which calibrates it for any model.
+  cache's prompts' characters over their prompt tokens, per template when it has 5 calls of
+  it), which calibrates it for any model and tokenizer.
 - **tokens out** = the mean completion of the same template in the cache (5 calls or more), else
   the planner's default for the step (a question ~30 tokens, a passage ~300); the upper bound
   assumes every call writes its `max_tokens`.
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cuqa_builder.llm.cache import CallCache
+from cuqa_builder.llm.cache import CallCache, CallSample
 from cuqa_builder.llm.prices import PriceTable
 from cuqa_builder.llm.settings import LLMSettings
 from cuqa_builder.llm.types import GatewayStats
@@ -44,6 +45,7 @@ class Calibration:
     chars_per_token: float = CHARS_PER_TOKEN
     overhead: int = MESSAGE_OVERHEAD_TOKENS
     out_tokens: dict[str, float] = field(default_factory=dict)
+    template_ratio: dict[str, float] = field(default_factory=dict)  # chars per token
     latency_s: float | None = None
     samples: int = 0
 
@@ -53,23 +55,28 @@ class Calibration:
         answered = [s for s in samples if s.prompt_tokens > 0]
         if len(answered) < MIN_SAMPLES:
             return cls()
-        by_template: dict[str, list[int]] = {}
+        by_template: dict[str, list[CallSample]] = {}
         for sample in answered:
-            by_template.setdefault(sample.template or "", []).append(sample.completion_tokens)
+            by_template.setdefault(sample.template or "", []).append(sample)
+        enough = {t: v for t, v in by_template.items() if len(v) >= MIN_SAMPLES}
         timed = [s.latency_s for s in answered if s.latency_s > 0]
         return cls(
             # The measured ratio already holds the chat format's overhead.
             chars_per_token=sum(s.prompt_chars for s in answered)
             / sum(s.prompt_tokens for s in answered),
             overhead=0,
-            out_tokens={t: sum(v) / len(v) for t, v in by_template.items()
-                        if len(v) >= MIN_SAMPLES},
+            out_tokens={t: sum(s.completion_tokens for s in v) / len(v)
+                        for t, v in enough.items()},
+            template_ratio={t: sum(s.prompt_chars for s in v) / sum(s.prompt_tokens for s in v)
+                            for t, v in enough.items()},
             latency_s=sum(timed) / len(timed) if timed else None,
             samples=len(answered),
         )
 
-    def tokens_in(self, prompt_chars: int, messages: int = 1) -> float:
-        return prompt_chars / self.chars_per_token + self.overhead * messages
+    def tokens_in(self, prompt_chars: int, template: str | None = None) -> float:
+        """One message's prompt tokens (a template's own ratio when the cache has one)."""
+        ratio = self.template_ratio.get(template or "", self.chars_per_token)
+        return prompt_chars / ratio + self.overhead
 
     def tokens_out(self, template: str, default: float) -> float:
         return self.out_tokens.get(template, default)
@@ -103,7 +110,7 @@ class CallPlan:
         planned = self.steps.setdefault(step, StepPlan())
         out = self.calibration.tokens_out(template or step, expected_out)
         planned.calls += 1
-        planned.tokens_in += self.calibration.tokens_in(prompt_chars)
+        planned.tokens_in += self.calibration.tokens_in(prompt_chars, template or step)
         planned.tokens_out += min(out, max_tokens)
         planned.max_out += max_tokens
         return min(out, max_tokens)
