@@ -3,8 +3,9 @@
 One row per distinct request, keyed by the sha256 of the canonical JSON of everything that shapes
 the answer (model, messages, every sampling parameter). Each finished call is committed on its
 own (WAL journal), so killing the process loses at most the calls still in flight. Rows also count
-their cache hits, which is enough to summarise a run. Only the request and the endpoint's JSON
-body are stored: never headers, keys or endpoint URLs.
+their cache hits, which is enough to summarise a run (hits are written a thousand at a time and
+on close, so a killed process may lose the count of its last few: never an answer). Only the
+request and the endpoint's JSON body are stored: never headers, keys or endpoint URLs.
 
 Batch rounds (`llm/batch.py`) also record here every batch they submit, with the keys of its
 requests, before they wait for it: a killed process that asks again finds the batch and waits
@@ -67,6 +68,8 @@ CREATE TABLE IF NOT EXISTS batch_requests (
     PRIMARY KEY (submission, key)
 )""",
 )
+
+HIT_FLUSH = 1000  # hits counted in memory before they are written
 
 # Recorded beside the call, not part of what the model sees.
 _NOT_SENT = frozenset({"template", "template_hash"})
@@ -171,6 +174,7 @@ class CallCache:
         # isolation_level=None: every statement commits on its own, one call = one commit.
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._lock = threading.Lock()
+        self._hits: list[tuple[str, str]] = []  # (when, key) not yet written
         with self._lock:
             self._db.execute("PRAGMA busy_timeout = 30000")  # other processes on the same file
             self._db.execute("PRAGMA journal_mode = WAL")
@@ -194,10 +198,23 @@ class CallCache:
         return CachedCall.model_validate(fields)
 
     def count_hit(self, key: str) -> None:
+        """Count a hit; hits are written in groups (one write per hit would cost more than
+        the hit saves: a resumed batch run replays hundreds of thousands)."""
         with self._lock:
-            self._db.execute(
-                "UPDATE calls SET hits = hits + 1, last_hit_at = ? WHERE key = ?", (_now(), key)
-            )
+            self._hits.append((_now(), key))
+            if len(self._hits) < HIT_FLUSH:
+                return
+        self.flush_hits()
+
+    def flush_hits(self) -> None:
+        with self._lock:
+            hits, self._hits = self._hits, []
+            if hits:
+                self._db.execute("BEGIN")
+                self._db.executemany(
+                    "UPDATE calls SET hits = hits + 1, last_hit_at = ? WHERE key = ?", hits
+                )
+                self._db.execute("COMMIT")
 
     def put(
         self,
@@ -311,6 +328,7 @@ class CallCache:
                            completion_tokens=c, latency_s=lat) for t, r, p, c, lat in rows]
 
     def summary(self) -> CacheSummary:
+        self.flush_hits()
         with self._lock:
             row = self._db.execute(
                 "SELECT COUNT(*), COALESCE(SUM(hits), 0), COALESCE(SUM(prompt_tokens), 0),"
@@ -319,5 +337,6 @@ class CallCache:
         return CacheSummary.model_validate(dict(zip(CacheSummary.model_fields, row, strict=True)))
 
     def close(self) -> None:
+        self.flush_hits()
         with self._lock:
             self._db.close()

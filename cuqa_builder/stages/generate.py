@@ -30,7 +30,7 @@ from cuqa_builder.generation.algorithm import (
 )
 from cuqa_builder.generation.estimate import plan_easy, plan_hard
 from cuqa_builder.generation.hard import choose_pairs, merge_pair
-from cuqa_builder.jsonio import JsonlAppender, atomic_write_text, read_jsonl
+from cuqa_builder.jsonio import JsonlAppender, atomic_write_text, iter_jsonl, read_jsonl
 from cuqa_builder.llm.batch import describe_batches
 from cuqa_builder.llm.cache import CallCache
 from cuqa_builder.llm.estimate import Calibration, CallPlan, compare
@@ -181,16 +181,21 @@ async def _run_jobs(
     ctx: RunContext, desc: str, jobs: list[_Job], writer: _Writer, limit: int,
     stats: GatewayStats,
 ) -> None:
-    """Run jobs concurrently, at most `limit` at a time, started in list order."""
-    gate = asyncio.Semaphore(limit)
+    """Run jobs concurrently, at most `limit` at a time, started in list order. `limit`
+    workers take the jobs in turn, so a job takes memory only while it runs (a batch run has
+    tens of thousands in flight and may have many more to do)."""
     bar = tqdm(total=len(jobs), desc=desc, unit="item", disable=ctx.options.quiet or not jobs)
+    queue = iter(jobs)
+
+    async def worker() -> None:
+        for job in queue:  # one shared iterator: each job is taken once
+            await run_one(job)
 
     async def run_one(job: _Job) -> None:
-        async with gate:
-            try:
-                writer.done(await job.make())
-            except GenerationError as exc:
-                writer.failed(job, exc)
+        try:
+            writer.done(await job.make())
+        except GenerationError as exc:
+            writer.failed(job, exc)
         bar.set_postfix(
             calls=stats.calls, hits=stats.cache_hits,
             tokens=stats.prompt_tokens + stats.completion_tokens, cost=f"${stats.cost:.4f}",
@@ -199,7 +204,7 @@ async def _run_jobs(
         bar.update(1)
 
     with bar:
-        await asyncio.gather(*(run_one(job) for job in jobs))
+        await asyncio.gather(*(worker() for _ in range(min(limit, len(jobs)))))
 
 
 def _easy_jobs(generator: Generator, events: list[Event]) -> list[_Job]:
@@ -224,27 +229,40 @@ def _hard_jobs(
     ]
 
 
-def _todo(ctx: RunContext, tally: Tally) -> tuple[list[Event], list[Event], list[Candidate]]:
-    """All events, those still to generate, and the candidates already made."""
+class _Made(BaseModel):
+    """What a run needs to know of a candidate already in the file (not all of it: a large
+    run's candidates would not fit in memory)."""
+
+    id: str
+    difficulty: str
+
+
+def _todo(ctx: RunContext, tally: Tally) -> tuple[dict[str, list[Entity]], list[Event], int]:
+    """The events' entities (for --hard), the events still to generate, and how many hard
+    items are in the file already."""
     all_events = read_jsonl(ctx.path(EVENTS), Event)
+    entities = {e.id: e.entities for e in all_events} if ctx.options.generate.hard else {}
     events = _select_events(ctx, all_events, tally)
+    del all_events
     seed = ctx.options.generate.seed
-    made = read_jsonl(ctx.path(CANDIDATES), Candidate)
-    done = {item.id for item in made}
+    done, hard_done = set(), 0
+    for item in iter_jsonl(ctx.path(CANDIDATES), _Made):
+        done.add(item.id)
+        hard_done += item.difficulty == "hard"
     todo = [e for e in events if candidate_id(seed, e.id) not in done]
     tally.already_done = len(events) - len(todo)
     tally.hard_requested = ctx.options.generate.hard
-    return all_events, todo, made
+    return entities, todo, hard_done
 
 
 def estimate(ctx: RunContext, settings: LLMSettings, model: str) -> CallPlan:
     """The calls this stage would make now (`--estimate`; nothing is called or written)."""
-    _, todo, made = _todo(ctx, Tally())
+    tally = Tally()
+    _, todo, hard_done = _todo(ctx, tally)
     plan = CallPlan(model, calibration(settings, model))
     sampling, templates = Sampling(), load_templates()
     easy = plan_easy(plan, todo, ctx.options.generate.seed, templates, sampling)
-    hard_done = sum(item.difficulty == "hard" for item in made)
-    easy_made = len(made) - hard_done + easy
+    easy_made = tally.already_done + easy
     pairs = min(max(0, ctx.options.generate.hard - hard_done), easy_made // 2)
     plan_hard(plan, pairs, templates, sampling)
     if pairs:
@@ -266,7 +284,7 @@ def calibration(settings: LLMSettings, model: str) -> Calibration:
 
 
 async def _run(ctx: RunContext, tally: Tally) -> tuple[str, GatewayStats, CallPlan | None]:
-    all_events, todo, _ = _todo(ctx, tally)
+    entities, todo, _ = _todo(ctx, tally)
     seed = ctx.options.generate.seed
     settings = resolve_settings(ctx.options.llm, default_cache=ctx.path(LLM_CACHE),
                                 progress=not ctx.options.quiet)
@@ -286,12 +304,11 @@ async def _run(ctx: RunContext, tally: Tally) -> tuple[str, GatewayStats, CallPl
                 model=gateway.model, seed=seed, sampling=generator.sampling.model_dump(),
                 prompts=generator.prompt_hashes, hard=ctx.options.generate.hard,
             ))
-            if todo:
+            if todo and not settings.batched:
                 find_entities.start()  # the pipeline loads while the first calls are answered
             await _run_jobs(ctx, "generate", _easy_jobs(generator, todo), writer, in_flight,
                             gateway.stats)
             if ctx.options.generate.hard:
-                entities = {e.id: e.entities for e in all_events}
                 await _run_jobs(ctx, "hard", _hard_jobs(ctx, generator, entities), writer,
                                 in_flight, gateway.stats)
             return gateway.model, gateway.stats.model_copy(), plan
