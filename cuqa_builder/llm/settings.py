@@ -59,9 +59,10 @@ class LLMSettings(BaseModel):
 
     def jobs_in_flight(self, per_call_slot: int) -> int:
         """How many items (events, questions) a stage should work on at once: enough to keep
-        every live call slot busy, or, in batch mode, enough to fill a round's file."""
+        every live call slot busy, or, in batch mode, a batch file's worth (an item asks up to
+        `per_call_slot` calls at once; more items in flight would only take memory)."""
         if self.batched:
-            return self.batch_max_requests
+            return max(1, self.batch_max_requests // per_call_slot)
         return per_call_slot * self.concurrency
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -122,21 +122,25 @@ class PassageEntities:
         self._thread.shutdown(wait=False, cancel_futures=True)
 
 
-def _select_events(ctx: RunContext, events: list[Event], tally: Tally) -> list[Event]:
-    """The first --limit events of the file, minus those Algorithm 1 cannot use."""
+def _usable_events(ctx: RunContext, tally: Tally | None = None) -> Iterator[Event]:
+    """The first --limit events of the file, minus those Algorithm 1 cannot use, read one at a
+    time (a large run's events would not fit in memory as records); `tally` counts them."""
     limit = ctx.options.generate.limit
-    if limit is not None:
-        events = events[:limit]
-    tally.selected = len(events)
-    usable: dict[str, Event] = {}
-    for event in events:
+    seen: set[str] = set()
+    for number, event in enumerate(iter_jsonl(ctx.path(EVENTS), Event)):
+        if limit is not None and number >= limit:
+            return
+        if tally is not None:
+            tally.selected += 1
         if not ctx.window.contains(event.date):
-            tally.outside_window += 1
+            if tally is not None:
+                tally.outside_window += 1
         elif not event.entities:
-            tally.no_entities += 1
-        else:
-            usable.setdefault(event.id, event)
-    return list(usable.values())
+            if tally is not None:
+                tally.no_entities += 1
+        elif event.id not in seen:
+            seen.add(event.id)
+            yield event
 
 
 @dataclass(frozen=True)
@@ -178,13 +182,13 @@ class _Writer:
 
 
 async def _run_jobs(
-    ctx: RunContext, desc: str, jobs: list[_Job], writer: _Writer, limit: int,
+    ctx: RunContext, desc: str, jobs: Iterable[_Job], total: int, writer: _Writer, limit: int,
     stats: GatewayStats,
 ) -> None:
     """Run jobs concurrently, at most `limit` at a time, started in list order. `limit`
     workers take the jobs in turn, so a job takes memory only while it runs (a batch run has
     tens of thousands in flight and may have many more to do)."""
-    bar = tqdm(total=len(jobs), desc=desc, unit="item", disable=ctx.options.quiet or not jobs)
+    bar = tqdm(total=total, desc=desc, unit="item", disable=ctx.options.quiet or not total)
     queue = iter(jobs)
 
     async def worker() -> None:
@@ -204,14 +208,12 @@ async def _run_jobs(
         bar.update(1)
 
     with bar:
-        await asyncio.gather(*(worker() for _ in range(min(limit, len(jobs)))))
+        await asyncio.gather(*(worker() for _ in range(min(limit, total))))
 
 
-def _easy_jobs(generator: Generator, events: list[Event]) -> list[_Job]:
-    return [
-        _Job(candidate_id(generator.seed, e.id), partial(generator.easy, e), event_id=e.id)
-        for e in events
-    ]
+def _easy_jobs(generator: Generator, events: Iterable[Event]) -> Iterator[_Job]:
+    for e in events:
+        yield _Job(candidate_id(generator.seed, e.id), partial(generator.easy, e), event_id=e.id)
 
 
 def _hard_jobs(
@@ -237,31 +239,34 @@ class _Made(BaseModel):
     difficulty: str
 
 
-def _todo(ctx: RunContext, tally: Tally) -> tuple[dict[str, list[Entity]], list[Event], int]:
-    """The events' entities (for --hard), the events still to generate, and how many hard
-    items are in the file already."""
-    all_events = read_jsonl(ctx.path(EVENTS), Event)
-    entities = {e.id: e.entities for e in all_events} if ctx.options.generate.hard else {}
-    events = _select_events(ctx, all_events, tally)
-    del all_events
+def _todo(ctx: RunContext, tally: Tally) -> tuple[Callable[[], Iterator[Event]], int, int]:
+    """The events still to generate (a function that reads them again, one at a time), how
+    many they are, and how many hard items are in the file already."""
     seed = ctx.options.generate.seed
     done, hard_done = set(), 0
     for item in iter_jsonl(ctx.path(CANDIDATES), _Made):
         done.add(item.id)
         hard_done += item.difficulty == "hard"
-    todo = [e for e in events if candidate_id(seed, e.id) not in done]
-    tally.already_done = len(events) - len(todo)
+
+    def todo() -> Iterator[Event]:
+        return (e for e in _usable_events(ctx) if candidate_id(seed, e.id) not in done)
+
+    usable = count = 0
+    for event in _usable_events(ctx, tally):
+        usable += 1
+        count += candidate_id(seed, event.id) not in done
+    tally.already_done = usable - count
     tally.hard_requested = ctx.options.generate.hard
-    return entities, todo, hard_done
+    return todo, count, hard_done
 
 
 def estimate(ctx: RunContext, settings: LLMSettings, model: str) -> CallPlan:
     """The calls this stage would make now (`--estimate`; nothing is called or written)."""
     tally = Tally()
-    _, todo, hard_done = _todo(ctx, tally)
+    todo, _, hard_done = _todo(ctx, tally)
     plan = CallPlan(model, calibration(settings, model))
     sampling, templates = Sampling(), load_templates()
-    easy = plan_easy(plan, todo, ctx.options.generate.seed, templates, sampling)
+    easy = plan_easy(plan, todo(), ctx.options.generate.seed, templates, sampling)
     easy_made = tally.already_done + easy
     pairs = min(max(0, ctx.options.generate.hard - hard_done), easy_made // 2)
     plan_hard(plan, pairs, templates, sampling)
@@ -284,11 +289,14 @@ def calibration(settings: LLMSettings, model: str) -> Calibration:
 
 
 async def _run(ctx: RunContext, tally: Tally) -> tuple[str, GatewayStats, CallPlan | None]:
-    entities, todo, _ = _todo(ctx, tally)
+    todo, count, _ = _todo(ctx, tally)
     seed = ctx.options.generate.seed
     settings = resolve_settings(ctx.options.llm, default_cache=ctx.path(LLM_CACHE),
                                 progress=not ctx.options.quiet)
-    plan = estimate(ctx, settings, settings.model or settings.local or "") if todo else None
+    # The estimate the summary compares with; a --batch-files run is one of several (each
+    # replays the ones before), so its summary reports its own calls only.
+    compared = count and settings.batch_mode != "files"
+    plan = estimate(ctx, settings, settings.model or settings.local or "") if compared else None
     in_flight = settings.jobs_in_flight(EVENTS_PER_CALL_SLOT)
     find_entities = PassageEntities(ctx.options.source.spacy_model)
     writer = _Writer(ctx, tally)
@@ -304,13 +312,14 @@ async def _run(ctx: RunContext, tally: Tally) -> tuple[str, GatewayStats, CallPl
                 model=gateway.model, seed=seed, sampling=generator.sampling.model_dump(),
                 prompts=generator.prompt_hashes, hard=ctx.options.generate.hard,
             ))
-            if todo and not settings.batched:
+            if count and not settings.batched:
                 find_entities.start()  # the pipeline loads while the first calls are answered
-            await _run_jobs(ctx, "generate", _easy_jobs(generator, todo), writer, in_flight,
-                            gateway.stats)
+            await _run_jobs(ctx, "generate", _easy_jobs(generator, todo()), count, writer,
+                            in_flight, gateway.stats)
             if ctx.options.generate.hard:
-                await _run_jobs(ctx, "hard", _hard_jobs(ctx, generator, entities), writer,
-                                in_flight, gateway.stats)
+                entities = {e.id: e.entities for e in iter_jsonl(ctx.path(EVENTS), Event)}
+                hard = _hard_jobs(ctx, generator, entities)
+                await _run_jobs(ctx, "hard", hard, len(hard), writer, in_flight, gateway.stats)
             return gateway.model, gateway.stats.model_copy(), plan
     finally:
         writer.close()
