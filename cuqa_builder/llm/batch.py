@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import json
 import logging
 import re
@@ -119,12 +120,21 @@ class OutputLine(BaseModel):
     error: Any = None
 
 
-@dataclass
+@dataclass(slots=True)
 class _Waiting:
-    submitted: SubmittedRequest
-    body: dict[str, Any]
+    """A call waiting for its round (kept small: a round holds tens of thousands)."""
+
+    key: str
+    canonical: str
+    request: ChatRequest
     future: asyncio.Future[ChatResult]
     failures: int = 0
+
+    @property
+    def submitted(self) -> SubmittedRequest:
+        return SubmittedRequest(key=self.key, request=self.canonical,
+                                template=self.request.template,
+                                template_hash=self.request.template_hash)
 
 
 @dataclass(frozen=True)
@@ -181,6 +191,7 @@ class Rounds:
         model: str,
         cache: CallCache,
         sink: AnswerSink,
+        body_of: Callable[[ChatRequest], dict[str, Any]],
         stats: GatewayStats,
         max_requests: int,
         max_bytes: int,
@@ -197,6 +208,7 @@ class Rounds:
         self._model = model
         self._cache = cache
         self._sink = sink
+        self._body_of = body_of  # a call as a batch line's body (what a live call would send)
         self._stats = stats
         self._max_requests = max_requests
         self._max_bytes = max_bytes
@@ -223,15 +235,13 @@ class Rounds:
             self._arrivals += 1  # the quiet period starts again when it ends
 
     async def ask(
-        self, key: str, canonical: str, request: ChatRequest, body: dict[str, Any]
+        self, key: str, canonical: str, request: ChatRequest
     ) -> ChatResult:
         """The answer to one call, once its round is settled."""
         if self._stopped is not None:
-            raise self._stopped
+            raise copy.copy(self._stopped)
         future: asyncio.Future[ChatResult] = asyncio.get_running_loop().create_future()
-        submitted = SubmittedRequest(key=key, request=canonical, template=request.template,
-                                     template_hash=request.template_hash)
-        self._waiting[key] = _Waiting(submitted, body, future)
+        self._waiting[key] = _Waiting(key, canonical, request, future)
         self._arrivals += 1
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.get_running_loop().create_task(self._flush_rounds())
@@ -280,7 +290,9 @@ class Rounds:
     def _fail(waiting: dict[str, _Waiting], error: BaseException) -> None:
         for item in waiting.values():
             if not item.future.done():
-                item.future.set_exception(error)
+                # A copy each: one exception raised in thousands of coroutines would chain all
+                # their frames into its traceback and keep them alive.
+                item.future.set_exception(copy.copy(error))
                 item.future.exception()  # its caller may be gone already: no warning
 
     async def _round(self, waiting: dict[str, _Waiting]) -> None:
@@ -314,8 +326,9 @@ class Rounds:
         try:
             for item in items:
                 line = (json.dumps(
-                    {"custom_id": item.submitted.key, "method": "POST", "url": CHAT_URL,
-                     "body": item.body}, ensure_ascii=False, separators=(",", ":"),
+                    {"custom_id": item.key, "method": "POST", "url": CHAT_URL,
+                     "body": self._body_of(item.request)}, ensure_ascii=False,
+                    separators=(",", ":"),
                 ) + "\n").encode()
                 if len(line) > self._max_bytes:
                     raise LLMError(f"{self._model}: one request is {len(line)} bytes, more "
@@ -331,14 +344,14 @@ class Rounds:
                     size = 0
                 handle.write(line)
                 size += len(line)
-                parts[-1].keys.append(item.submitted.key)
+                parts[-1].keys.append(item.key)
         finally:
             if handle is not None:
                 handle.close()
         return parts
 
     async def _submit(self, items: list[_Waiting]) -> list[Submission]:
-        by_key = {item.submitted.key: item.submitted for item in items}
+        by_key = {item.key: item for item in items}
         if self._service is None:
             return self._write_round_files(items, by_key)
         submissions = []
@@ -349,13 +362,13 @@ class Rounds:
                 submission = Submission(id=state.id, kind="api", model=self._model,
                                         input=file_id, requests=len(part.keys))
                 # Recorded before any wait: a killed process picks this batch up again.
-                self._cache.open_batch(submission, [by_key[k] for k in part.keys])
+                self._cache.open_batch(submission, [by_key[k].submitted for k in part.keys])
                 submissions.append(submission)
         self._stats.batches += len(submissions)
         return submissions
 
     def _write_round_files(
-        self, items: list[_Waiting], by_key: dict[str, SubmittedRequest]
+        self, items: list[_Waiting], by_key: dict[str, _Waiting]
     ) -> list[Submission]:
         assert self._directory is not None
         first = _next_round_number(self._directory)
@@ -366,7 +379,7 @@ class Rounds:
         for part in parts:
             submission = Submission(id=str(part.path.resolve()), kind="files", model=self._model,
                                     input=str(part.path), requests=len(part.keys))
-            self._cache.open_batch(submission, [by_key[k] for k in part.keys])
+            self._cache.open_batch(submission, [by_key[k].submitted for k in part.keys])
             submissions.append(submission)
         self._stats.batches += len(submissions)
         return submissions
@@ -483,7 +496,7 @@ class Rounds:
         if transient and item.failures < self._max_retries:
             item.failures += 1
             self._stats.batch_retried_lines += 1
-            self._waiting[item.submitted.key] = item  # into the next round
+            self._waiting[item.key] = item  # into the next round
             self._arrivals += 1
             return
         self._stats.failures += 1

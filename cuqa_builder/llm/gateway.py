@@ -145,7 +145,7 @@ class Gateway:
         self, key: str, canonical: str, request: ChatRequest
     ) -> ChatResult:
         if self._rounds is not None:  # batch mode: stored with its round's answers
-            return await self._rounds.ask(key, canonical, request, self._body(request))
+            return await self._rounds.ask(key, canonical, request)
         body, raw, latency = await self._call_with_retries(request)
         result = _result(body, self.model, latency_s=latency, cached=False)
         result.cost = self._prices.cost(self.model, result.prompt_tokens, result.completion_tokens)
@@ -467,7 +467,8 @@ def _open_rounds(
         raise LLMError("batch answers are kept in the call cache: drop --no-cache")
     to_files = settings.batch_mode == "files"
     return Rounds(
-        model=gateway.model, cache=cache, sink=gateway, stats=gateway._stats,
+        model=gateway.model, cache=cache, sink=gateway, body_of=gateway._body,
+        stats=gateway._stats,
         max_requests=settings.batch_max_requests, max_bytes=settings.batch_max_bytes,
         max_retries=settings.max_retries,
         service=None if to_files else OpenAIBatches(client, gateway, settings.max_retries),

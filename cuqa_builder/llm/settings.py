@@ -23,6 +23,9 @@ DEFAULT_MAX_RETRIES = 4
 BATCH_MAX_REQUESTS = 50_000
 BATCH_MAX_MB = 200.0
 BATCH_POLL_S = 30.0
+# Items (events, questions) in flight in batch mode at most: each holds ~20 KB while it waits
+# (its record, its coroutines, its requests), so this keeps a run under ~500 MB at any size.
+BATCH_JOBS_MAX = 12_500
 
 BatchMode = Literal["live", "api", "files"]
 
@@ -62,7 +65,7 @@ class LLMSettings(BaseModel):
         every live call slot busy, or, in batch mode, a batch file's worth (an item asks up to
         `per_call_slot` calls at once; more items in flight would only take memory)."""
         if self.batched:
-            return max(1, self.batch_max_requests // per_call_slot)
+            return max(1, min(self.batch_max_requests // per_call_slot, BATCH_JOBS_MAX))
         return per_call_slot * self.concurrency
 
 
