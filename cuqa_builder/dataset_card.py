@@ -1,4 +1,5 @@
-"""A release's figures (`stats.json`) and its dataset card, a Markdown template filled from them.
+"""A release's figures (`stats.json`) and its dataset card, a Markdown template filled from them
+(and the `CHANGELOG.md` that `cuqa-build diff` writes, from its own template).
 
 The card's text lives in `templates/dataset_card.md.j2`; this module only supplies typed data and
 a few filters. Jinja2 is used here and nowhere else.
@@ -14,14 +15,17 @@ from pydantic import BaseModel, Field
 
 from cuqa_builder import __version__
 from cuqa_builder.annotation.review import ReviewReport
+from cuqa_builder.refresh import ChangeCounts
 from cuqa_builder.run import DATASET, MANIFEST, ValidationInfo
 from cuqa_builder.wiki.wikitext import revision_url
 
 SCHEMA = "schema.json"
 STATS = "stats.json"
 CARD = "README.md"
+CHANGELOG = "CHANGELOG.md"
 PAGES_LISTED = 25  # the card links this many source pages; stats.json lists them all
 _TEMPLATE = "dataset_card.md.j2"
+_CHANGELOG_TEMPLATE = "changelog.md.j2"
 
 
 class ReleaseWindow(BaseModel):
@@ -31,10 +35,45 @@ class ReleaseWindow(BaseModel):
     until: date = Field(description="last day of the unknown events")
 
 
+class CutoffSubset(BaseModel):
+    """One subset of a multi-cutoff release: the items still unknown to a model with a later
+    cutoff (every event they are built on is dated after it)."""
+
+    config: str = Field(description="config name in the card, for datasets.load_dataset")
+    path: str = Field(description="its cuqa.jsonl, relative to the release folder")
+    window: ReleaseWindow
+    items: int
+    by_type: dict[str, int]
+    by_difficulty: dict[str, int]
+
+
+class ItemChange(BaseModel):
+    id: str
+    fields: list[str] = Field(description="question, answer, review and/or other")
+
+
+class ReleaseDiff(BaseModel):
+    """What changed between two releases, by item id (`cuqa-build diff OLD NEW`)."""
+
+    old: str = Field(description="the older release: name and version")
+    new: str
+    old_items: int
+    new_items: int
+    added: list[str]
+    removed: list[str]
+    changed: list[ItemChange]
+    by_field: dict[str, int] = Field(description="changed items per field that changed")
+    by_cutoff: dict[str, ChangeCounts] = Field(description="per subset: items matched by id")
+    by_month: dict[str, ChangeCounts] = Field(description="event month (YYYY-MM)")
+    by_type: dict[str, ChangeCounts] = Field(description="AAB / ABC")
+    by_difficulty: dict[str, ChangeCounts] = Field(description="easy / hard")
+
+
 class ReleaseStats(BaseModel):
     """`stats.json`: the figures of the dataset card."""
 
     name: str
+    version: str | None = Field(None, description="--release-version, default the release date")
     released: date
     tool: str
     items: int
@@ -55,6 +94,14 @@ class ReleaseStats(BaseModel):
         "None when the run has no candidates.jsonl"
     )
     review: ReviewReport | None
+    subsets: list[CutoffSubset] = Field(
+        default_factory=list, description="one per cutoff of a multi-cutoff release; empty: "
+        "one cutoff, the items in the folder's own cuqa.jsonl"
+    )
+    stale_held_back: int = Field(
+        0, description="reviewed items left out because their event changed since generation"
+    )
+    changes: ReleaseDiff | None = Field(None, description="set by `cuqa-build diff OLD THIS`")
 
 
 def _size_category(n: int) -> str:
@@ -80,11 +127,20 @@ def _environment() -> jinja2.Environment:
     return env
 
 
+def _template(name: str) -> jinja2.Template:
+    return _environment().from_string(
+        (resources.files("cuqa_builder") / "templates" / name).read_text("utf-8")
+    )
+
+
+def render_changelog(diff: ReleaseDiff) -> str:
+    """`CHANGELOG.md`: every added, removed and changed item id, and the breakdowns."""
+    return _template(_CHANGELOG_TEMPLATE).render(diff=diff)
+
+
 def render_card(stats: ReleaseStats, has_manifest: bool, prompt_sources: dict[str, str]) -> str:
     """The card; `prompt_sources` maps each template to its cited source (or a note)."""
-    template = _environment().from_string(
-        (resources.files("cuqa_builder") / "templates" / _TEMPLATE).read_text("utf-8")
-    )
+    template = _template(_TEMPLATE)
     pages = list(stats.source_pages.items())
     return template.render(
         stats=stats,
@@ -92,6 +148,7 @@ def render_card(stats: ReleaseStats, has_manifest: bool, prompt_sources: dict[st
         prompt_sources=prompt_sources,
         listed_pages=pages[:PAGES_LISTED],
         more_pages=len(pages) - PAGES_LISTED,
-        files={"dataset": DATASET, "schema": SCHEMA, "stats": STATS, "manifest": MANIFEST},
+        files={"dataset": DATASET, "schema": SCHEMA, "stats": STATS, "manifest": MANIFEST,
+               "changelog": CHANGELOG},
         version=__version__,
     )

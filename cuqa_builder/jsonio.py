@@ -56,6 +56,26 @@ def read_jsonl(path: Path, model: type[M]) -> list[M]:
     return list(iter_jsonl(path, model))
 
 
+class JsonFileError(CuqaError, ValueError):
+    """A JSON file that cannot be read as the record expected there."""
+
+
+def read_model(
+    path: Path, model: type[M], what: str, *, shown: str | None = None,
+    error: type[Exception] = JsonFileError,
+) -> M:
+    """A whole JSON file as `model`. An unreadable or invalid file is `error` with one line:
+    "cannot read SHOWN: why" or "SHOWN is not WHAT (field: problem)"; SHOWN is the path unless
+    given (e.g. the flag that named it)."""
+    shown = shown or str(path)
+    try:
+        return model.model_validate_json(path.read_bytes())
+    except OSError as exc:
+        raise error(f"cannot read {shown}: {exc.strerror}") from None
+    except ValidationError as exc:
+        raise error(f"{shown} is not {what} ({describe_validation_error(exc)})") from None
+
+
 class JsonlAppender:
     """Append records to a JSONL file, one flushed line each."""
 
@@ -91,12 +111,29 @@ def _drop_unfinished_tail(path: Path) -> None:
         fh.truncate(keep)
 
 
+def _file_mode() -> int:
+    """The mode an ordinary `open` would give a new file: outputs are meant to be shared (a
+    release above all), not kept owner-only like the temporary file they are written through.
+    The umask is read from /proc where it can be, since setting it to read it is not thread-safe."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    current = os.umask(0o022)
+    os.umask(current)
+    return 0o666 & ~current
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
+            os.fchmod(fh.fileno(), _file_mode())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -105,6 +142,14 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 def atomic_write_json(path: Path, data: Any) -> None:
     atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def count_records(path: Path) -> int:
+    """Non-empty lines of a JSONL file (0 when it does not exist), without parsing them."""
+    if not path.exists():
+        return 0
+    with path.open("rb") as fh:
+        return sum(1 for line in fh if line.strip())
 
 
 def write_jsonl(path: Path, records: Iterable[BaseModel]) -> int:

@@ -1,45 +1,65 @@
-"""Acc: an LLM decides whether a prediction implies the gold answer (ITER-RETGEN's judge, which
-the Self-DC paper uses, section 5.1). Used by `cuqa-eval` and by the validation probes."""
+"""Acc: an LLM decides whether a prediction implies the gold answer. Used by `cuqa-eval` and by
+the validation probes.
+
+Two prompts, by name:
+- `iter-retgen` (cuqa-eval's default): ITER-RETGEN's judge word for word (Shao et al., 2023,
+  section 4.2), which the Self-DC paper uses for its Acc (section 5.1, footnote 7), given the
+  model's whole final output as the prediction, as ITER-RETGEN does.
+- `reworded`: our rewording that names the several acceptable answers; given the short answer.
+"""
 
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from cuqa_builder.llm.types import ChatRequest
+from cuqa_builder.answer_parsing import parse_yes_no
+from cuqa_builder.errors import UsageError
+from cuqa_builder.llm.client import LLMClient, prompt_request
 from cuqa_builder.prompts import load_prompt
-from cuqa_builder.solvers.base import Gateway
 
 log = logging.getLogger(__name__)
 
-JUDGE_PROMPT = "judge"
-_VERDICT = re.compile(r"\b(yes|no)\b", re.IGNORECASE)
+
+@dataclass(frozen=True)
+class JudgePrompt:
+    template: str
+    answers_slot: str  # the placeholder that takes the gold answers, one per line
+    full_output: bool  # judge the model's whole final output rather than the short answer
 
 
-def parse_verdict(text: str) -> bool | None:
-    """The first standalone yes/no ("**Yes**", "Answer: no.", "YES - it does"); None if absent."""
-    found = _VERDICT.search(text)
-    return found.group(1).lower() == "yes" if found else None
+JUDGE_PROMPTS = {
+    "iter-retgen": JudgePrompt("judge_iter_retgen", "answer", full_output=True),
+    "reworded": JudgePrompt("judge_reworded", "answers", full_output=False),
+}
+DEFAULT_JUDGE_PROMPT = "iter-retgen"
 
 
-async def judge(gateway: Gateway, question: str, prediction: str, answers: Sequence[str]) -> bool:
+def judge_prompt(name: str) -> JudgePrompt:
+    try:
+        return JUDGE_PROMPTS[name]
+    except KeyError:
+        raise UsageError(f"unknown judge prompt {name!r}; choose one of: "
+                         f"{', '.join(JUDGE_PROMPTS)}") from None
+
+
+async def judge(
+    client: LLMClient, question: str, prediction: str, answers: Sequence[str],
+    prompt_name: str = DEFAULT_JUDGE_PROMPT,
+) -> bool:
     """Whether `prediction` implies one of `answers`. An empty prediction is wrong without a
     call; a reply with no yes/no in it counts as No (logged), never as a guess of Yes."""
     if not prediction.strip():
         return False
-    prompt = load_prompt(JUDGE_PROMPT, expects=frozenset({"question", "prediction", "answers"}))
-    text = prompt.render(question=question, prediction=prediction, answers="\n".join(answers))
-    result = await gateway.chat(
-        ChatRequest(
-            messages=[{"role": "user", "content": text}],
-            temperature=0.0,
-            max_tokens=8,  # room for "Yes." plus formatting, nothing to ramble in
-            template=prompt.name,
-            template_hash=prompt.sha256,
-        )
-    )
-    verdict = parse_verdict(result.text)
+    chosen = judge_prompt(prompt_name)
+    slots = frozenset({"question", "prediction", chosen.answers_slot})
+    template = load_prompt(chosen.template, expects=slots)
+    values = {"question": question, "prediction": prediction,
+              chosen.answers_slot: "\n".join(answers)}
+    # max_tokens 8: room for "Yes." plus formatting, nothing to ramble in.
+    result = await client.chat(prompt_request(template, values, temperature=0.0, max_tokens=8))
+    verdict = parse_yes_no(result.text)
     if verdict is None:
         log.warning("judge gave no Yes/No (%r); counted as No", result.text[:80])
         return False

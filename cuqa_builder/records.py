@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from datetime import date
 from typing import Any, Literal
 
@@ -21,10 +22,15 @@ class Record(BaseModel):
 class PageMeta(Record):
     """Sidecar `NAME.json` of a snapshot page."""
 
-    title: str
-    revid: int
+    title: str = Field(min_length=1)
+    revid: int = Field(gt=0, description="MediaWiki revision id")
     timestamp: str
     sha256: str | None = None
+    fetched: str | None = Field(
+        None, description="when the fetch stage got this revision or last saw it was still the "
+        "latest (ISO, UTC): a refresh re-checks pages fetched soon after their date"
+    )
+    kind: Literal["article"] | None = None  # an entity article as of the cutoff (SPEC 2.8)
 
 
 class Page(Record):
@@ -44,6 +50,18 @@ class Entity(Record):
     text: str
     label: str
     wiki_title: str | None = None
+
+
+_PARENTHETICAL = re.compile(r"\s*\([^)]*\)$")
+
+
+def answer_aliases(entity: Entity) -> list[str]:
+    """The entity's Wikipedia title (without a disambiguation suffix) when it reads differently:
+    the other name an answer that is this entity may be given by (`CuqaItem.answer_aliases`)."""
+    if not entity.wiki_title:
+        return []
+    title = _PARENTHETICAL.sub("", entity.wiki_title).strip()
+    return [title] if title and title.casefold() != entity.text.casefold() else []
 
 
 class EventSource(Record):

@@ -6,13 +6,15 @@ on them, and the stage registry (`stages/registry.py`) can say which stage makes
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
 
+from cuqa_builder.cutoff_estimate import CutoffProbeResult
 from cuqa_builder.errors import CuqaError, describe_validation_error
-from cuqa_builder.jsonio import atomic_write_json
+from cuqa_builder.jsonio import atomic_write_json, count_records
 from cuqa_builder.stages.options import BuildOptions
 from cuqa_builder.validation.limits import Limits
 from cuqa_builder.window import Window
@@ -25,11 +27,49 @@ GENERATION_FAILURES = "generation-failures.jsonl"
 DATASET = "cuqa.jsonl"
 REVIEW_REPORT = "review-report.json"
 RUN_INFO = "run.json"
+REFRESH = "refresh.json"  # what the last events run changed against the previous events.jsonl
 LLM_CACHE = "llm-cache.sqlite"
 
 
 class RunInfoError(CuqaError, ValueError):
-    """run.json cannot be read as a RunInfo."""
+    """run.json cannot be read as a RunInfo, or this command asks it to change a setting that
+    would mix two runs in one directory."""
+
+
+class NothingProducedError(CuqaError):
+    """A stage had work to do and produced nothing: its summary says why; exit status 1."""
+
+
+class OutputShrinkError(CuqaError):
+    """A stage would replace a good output with an empty or much smaller one."""
+
+
+def check_replacement(path: Path, new_count: int, noun: str, force: bool) -> None:
+    """Refuse to replace `path` by `new_count` records when that drops it to nothing or to less
+    than half (a bad input rather than a real change); `--force` replaces it anyway."""
+    refuse_shrinking(path, count_records(path), new_count, noun, force)
+
+
+def refuse_shrinking(
+    path: Path, old_count: int, new_count: int, noun: str, force: bool,
+    dropped: Sequence[str] = (),
+) -> None:
+    """`check_replacement` for a caller that counts the old records itself (only the reviewed
+    items of cuqa.jsonl, say) and can name the ones that would be dropped."""
+    if force or old_count == 0 or new_count * 2 >= old_count > 0 and new_count > 0:
+        return
+    lost = len(dropped) if dropped else old_count - new_count
+    named = f": {_first_names(dropped)}" if dropped else ""
+    raise OutputShrinkError(
+        f"not replacing {path}: it holds {old_count} {noun} and this run has {new_count} "
+        f"({lost} would be dropped{named}); nothing was written. Check the input, or "
+        "pass --force to replace it anyway"
+    )
+
+
+def _first_names(names: Sequence[str], shown: int = 5) -> str:
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
 class GenerationInfo(BaseModel):
@@ -51,12 +91,24 @@ class ValidationInfo(BaseModel):
     prompts: dict[str, str] | None = Field(None, description="probe template -> sha256")
 
 
+class WindowExtension(BaseModel):
+    """A refresh that moved the window's last day later (`--until LATER` on an existing run)."""
+
+    previous_until: str
+    until: str
+    at: str = Field(description="ISO time of the command, UTC")
+
+
 class RunInfo(BaseModel):
     """`run.json`: the settings a dataset depends on, to rebuild it exactly."""
 
     cutoff: str | None = None
     until: str | None = None
     seed: int | None = None
+    extensions: list[WindowExtension] = Field(default_factory=list)
+    cutoff_probes: list[CutoffProbeResult] = Field(
+        default_factory=list, description="the probes whose estimate `--cutoff auto:MODEL` used"
+    )
     generation: GenerationInfo | None = None
     validation: ValidationInfo | None = None
 
@@ -75,6 +127,19 @@ class RunContext:
 
     def path(self, name: str) -> Path:
         return self.out / name
+
+
+def set_aside_candidates(out: Path, seed: int) -> list[Path]:
+    """Rename a seed's candidates and failures to `NAME.seed-N.jsonl`, so that generation can
+    start afresh with another seed without mixing the two; returns the new paths."""
+    moved = []
+    for name in (CANDIDATES, GENERATION_FAILURES):
+        path = out / name
+        if path.exists():
+            target = path.with_name(f"{path.stem}.seed-{seed}{path.suffix}")
+            path.replace(target)
+            moved.append(target)
+    return moved
 
 
 def load_run_info(out: Path) -> RunInfo:

@@ -7,7 +7,6 @@ that `--source` can read offline.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +14,7 @@ from urllib.parse import quote
 
 from pydantic import ValidationError
 
-from cuqa_builder.errors import CuqaError
+from cuqa_builder.errors import CuqaError, describe_validation_error
 from cuqa_builder.jsonio import atomic_write_json, atomic_write_text
 from cuqa_builder.records import Page, PageMeta
 
@@ -49,8 +48,16 @@ def write_page(directory: Path, page: Page) -> Path:
     stem = page_filename(page.meta.title)
     meta = page.meta.model_copy(update={"sha256": sha256_text(page.wikitext)})
     atomic_write_text(directory / f"{stem}.wiki", page.wikitext)
-    atomic_write_json(directory / f"{stem}.json", meta.model_dump())
+    write_meta(directory, meta)
     return directory / f"{stem}.wiki"
+
+
+def write_meta(directory: Path, meta: PageMeta) -> None:
+    """Replace a page's sidecar alone (its wikitext, and so its sha256, unchanged)."""
+    # `kind` is written only when set: event pages' sidecars stay as they always were.
+    unset = {"kind"} if meta.kind is None else None
+    atomic_write_json(directory / f"{page_filename(meta.title)}.json",
+                      meta.model_dump(exclude=unset))
 
 
 def read_page(wiki_path: Path) -> Page:
@@ -58,10 +65,15 @@ def read_page(wiki_path: Path) -> Page:
     if not sidecar.exists():
         raise SnapshotError(f"{wiki_path.name}: no sidecar {sidecar.name}")
     try:
-        meta = PageMeta.model_validate(json.loads(sidecar.read_text(encoding="utf-8")))
-    except (json.JSONDecodeError, ValidationError) as exc:
-        raise SnapshotError(f"{sidecar.name}: invalid sidecar ({_first_line(exc)})") from None
-    text = wiki_path.read_text(encoding="utf-8")
+        meta = PageMeta.model_validate_json(sidecar.read_bytes())
+    except ValidationError as exc:
+        raise SnapshotError(
+            f"{sidecar.name}: invalid sidecar ({describe_validation_error(exc)})"
+        ) from None
+    try:
+        text = wiki_path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise SnapshotError(f"{wiki_path.name}: not UTF-8 text (byte {exc.start})") from None
     if meta.sha256 and meta.sha256 != sha256_text(text):
         raise SnapshotError(f"{wiki_path.name}: sha256 does not match its sidecar")
     return Page(meta=meta, wikitext=text)
@@ -80,5 +92,3 @@ def iter_snapshot(directory: Path) -> Iterator[Page | SnapshotError]:
             )
 
 
-def _first_line(exc: Exception) -> str:
-    return str(exc).splitlines()[0]

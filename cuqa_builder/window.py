@@ -24,6 +24,8 @@ def parse_cutoff(text: str) -> date:
         year, month = int(m[1]), int(m[2])
         if not 1 <= month <= 12:
             raise WindowError(f"invalid cutoff {text!r}: month must be 01-12")
+        if year < 1:
+            raise WindowError(f"invalid cutoff {text!r}: there is no year 0")
         return date(year, month, calendar.monthrange(year, month)[1])
     if _DAY.match(text):
         try:
@@ -33,9 +35,13 @@ def parse_cutoff(text: str) -> date:
     raise WindowError(f"invalid cutoff {text!r}: expected YYYY-MM or YYYY-MM-DD")
 
 
+TODAY = "today"  # `--until today`: a crontab line cannot hold `$(date +%F)` unescaped
+
+
 def parse_until(text: str | None) -> date:
-    """`--until 2024-06` is the end of June 2024; a day is taken as given; none is today."""
-    if text is None:
+    """`--until 2024-06` is the end of June 2024; a day is taken as given; none (or `today`)
+    is today."""
+    if text is None or text.strip() == TODAY:
         return date.today()
     try:
         return parse_cutoff(text)

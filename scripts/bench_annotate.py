@@ -3,8 +3,8 @@
 Starts a server from `$CUQA_LS_VENV` the way the test fixture does (or uses `--url` with
 $LABEL_STUDIO_API_KEY), writes 1,000 candidates to a temporary run directory, then times:
 push (bulk import), a second push (idempotent: nothing new) and pull (full export + review +
-cuqa.jsonl) of a project whose 1,000 tasks carry one annotation each (3 in 4 accept). Run from
-the repository root:
+cuqa.jsonl) of a project whose 1,000 tasks carry two annotations each (3 in 4 tasks accepted by
+both). Run from the repository root:
 
     python scripts/bench_annotate.py [--tasks 1000] [--url URL]
 """
@@ -22,8 +22,9 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from cuqa_builder.annotation.client import ReviewServer
+from cuqa_builder.annotation.client import ProjectSettings, ReviewServer
 from cuqa_builder.annotation.config import load_labeling_config
+from cuqa_builder.annotation.guidelines import guidelines_html
 from cuqa_builder.cli.annotate import main as annotate
 from cuqa_builder.cli.annotate import review_tasks
 from cuqa_builder.jsonio import write_jsonl
@@ -52,18 +53,20 @@ def server(url: str | None, data_dir: Path) -> Iterator[tuple[str, str]]:
 
 
 def annotated_project(run: Path, url: str, token: str, title: str) -> float:
-    """A project holding the same tasks, each with one annotation, imported in bulk.
+    """A project holding the same tasks, each with two annotations, imported in bulk.
 
-    Creating 1,000 annotations one API call at a time takes minutes on a busy machine and says
-    nothing about pull; an inline import gives the export the same annotation records.
+    Creating 2,000 annotations one API call at a time takes minutes on a busy machine and says
+    nothing about pull; an inline import gives the export the same annotation records. They all
+    come from the importing user, so pull decides them with --allow-under-annotated.
     """
     start = time.perf_counter()
     tasks = review_tasks(run, "all")
     for n, task in enumerate(tasks):
         result = reject("unnatural") if n % 4 == 0 else accept()
-        task["annotations"] = [{"result": result, "lead_time": 15.0}]
+        task["annotations"] = [{"result": result, "lead_time": 15.0}] * 2
     review_server = ReviewServer(url, token)
-    project_id, _ = review_server.ensure_project(title, load_labeling_config())
+    settings = ProjectSettings(load_labeling_config(), guidelines_html(), annotators=2)
+    project_id, _, _ = review_server.ensure_project(title, settings)
     review_server.import_tasks(project_id, tasks)
     return time.perf_counter() - start
 
@@ -81,7 +84,8 @@ def main() -> int:
             os.environ["LABEL_STUDIO_API_KEY"] = token
             title = f"bench {time.time_ns()}"
             push = ["push", "--run", str(run), "--url", url, "--project", title]
-            pull = ["pull", "--run", str(run), "--url", url, "--project", f"{title} annotated"]
+            pull = ["pull", "--run", str(run), "--url", url, "--project", f"{title} annotated",
+                    "--allow-under-annotated"]
             figures = {
                 "tasks": args.tasks,
                 "push_s": timed(lambda: annotate(push)),

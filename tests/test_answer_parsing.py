@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cuqa_builder.solvers.answer_parsing import (
+from cuqa_builder.answer_parsing import (
     cut_at_stop,
     extract_answer,
     final_answer,

@@ -181,7 +181,7 @@ def test_a_batch_that_fails_validation_fails_its_items(tmp_path: Path) -> None:
     out = _fresh(tmp_path)
     with ScriptedBatches(AlgorithmResponder()) as server:
         server.plan.fail_validation = "the model does not exist"
-        assert main(_batch_args(out, server)) == 0
+        assert main(_batch_args(out, server)) == 1  # no candidate could be made
     failures = read_jsonl(out / GENERATION_FAILURES, GenerationFailure)
     assert len(failures) == EVENTS
     assert all("batch_1 failed" in f.reason and "does not exist" in f.reason for f in failures)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from datetime import date
 from pathlib import Path
 
@@ -12,10 +13,12 @@ import pytest
 from cuqa_builder.jsonio import write_jsonl
 from cuqa_builder.records import Event, EventSource
 from cuqa_builder.retrieval.bm25 import (
+    ARRAYS_DIR,
     CORPUS_INFO,
     PASSAGES,
     BM25Retriever,
     CorpusError,
+    arrays_hash,
     event_passage,
     open_corpus,
     top_k_indices,
@@ -97,7 +100,8 @@ def test_save_and_load_give_the_same_results(events_file: Path, tmp_path: Path) 
     for query in ("earthquake", "New Delhi summit", "Libya flooding Derna"):
         assert loaded.search(query, 3) == built.search(query, 3)
     info = json.loads((tmp_path / "index" / CORPUS_INFO).read_text())
-    assert info == {"corpus_sha256": built.corpus_sha256, "passages": 5}
+    assert info == {"corpus_sha256": built.corpus_sha256, "passages": 5,
+                    "arrays_sha256": arrays_hash(tmp_path / "index" / "bm25")}
 
 
 def test_load_detects_edited_passages(events_file: Path, tmp_path: Path) -> None:
@@ -106,6 +110,48 @@ def test_load_detects_edited_passages(events_file: Path, tmp_path: Path) -> None
     passages.write_text(passages.read_text().replace("Morocco", "Portugal"))
     with pytest.raises(CorpusError, match="does not match"):
         BM25Retriever.load(tmp_path / "index")
+
+
+OTHER_EVENTS = [
+    event(11, "Heavy snow closes the passes of the Karst range."),
+    event(12, "A ferry line opens between two island towns."),
+    event(13, "The Karst observatory records a bright comet."),
+    event(14, "Island towns vote to merge their councils."),
+    event(15, "A comet festival is held in the Karst valley."),
+    event(16, "The ferry line adds a night crossing."),
+]
+
+
+def test_arrays_of_another_corpus_are_refused(events_file: Path, tmp_path: Path) -> None:
+    """Issue 15.5: the index data itself is checked, not only passages.jsonl."""
+    BM25Retriever.from_events(events_file).save(tmp_path / "index")
+    BM25Retriever.build(map(event_passage, OTHER_EVENTS)).save(tmp_path / "other")
+    shutil.rmtree(tmp_path / "index" / ARRAYS_DIR)
+    shutil.copytree(tmp_path / "other" / ARRAYS_DIR, tmp_path / "index" / ARRAYS_DIR)
+    with pytest.raises(CorpusError, match="belong to another corpus"):
+        BM25Retriever.load(tmp_path / "index")
+
+
+def test_an_interrupted_reindex_leaves_the_old_index_whole(
+    events_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 15.5: a new index is built aside and swapped in, never mixed into the old one."""
+    old = BM25Retriever.from_events(events_file)
+    old.save(tmp_path / "index")
+    new = BM25Retriever.build(map(event_passage, OTHER_EVENTS))
+
+    def killed_while_writing_passages(*args: object, **kwargs: object) -> int:
+        raise KeyboardInterrupt  # the arrays are written, the passages are not
+
+    monkeypatch.setattr("cuqa_builder.retrieval.bm25.write_jsonl",
+                        killed_while_writing_passages)
+    with pytest.raises(KeyboardInterrupt):
+        new.save(tmp_path / "index")
+    monkeypatch.undo()
+    reloaded = BM25Retriever.load(tmp_path / "index")
+    assert reloaded.corpus_sha256 == old.corpus_sha256
+    assert reloaded.search("earthquake Morocco", 1)[0].id == "ev-1"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["events.jsonl", "index"]
 
 
 def test_load_of_a_directory_that_is_no_index(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import cuqa_builder
+from cuqa_builder.cli.annotate import main as annotate
 from cuqa_builder.cli.build import main
 from cuqa_builder.snapshot import iter_snapshot
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder
@@ -72,3 +73,31 @@ def test_every_stage_runs_and_a_rerun_pays_nothing(servers, tmp_path: Path, caps
     assert "sk-test-pipeline-key" not in "".join(
         p.read_text(errors="ignore") for p in run.rglob("*") if p.is_file()
     )
+
+
+def revision_links(run: Path) -> list[str]:
+    assert annotate(["export", "--run", str(run), "--only", "all"]) == 0
+    tasks = json.loads((run / "label-studio-tasks.json").read_text())
+    assert tasks
+    return [task["data"]["revision_link"] for task in tasks]
+
+
+def test_review_tasks_link_fetched_revisions_only(servers, tmp_path: Path) -> None:
+    """The shipped snapshot's revision ids are placeholders (1, 2...): on Wikipedia they are
+    ancient, unrelated revisions, so its tasks must not link them; fetched pages are real."""
+    wiki, llm = servers
+    assert _build(wiki, llm, tmp_path) == 0
+    fetched = revision_links(tmp_path / "run")
+    index = wiki.api_url.removesuffix("api.php") + "index.php"
+    assert all(link.startswith(f'<a href="{index}?title=') and "&amp;oldid=" in link
+               for link in fetched)
+
+    snapshot_run = tmp_path / "from-snapshot"
+    assert main([
+        "--cutoff", "2023-04", "--until", "2023-12-31", "--out", str(snapshot_run),
+        "--source", str(SAMPLE), "--sources", "year", "--base-url", llm.base_url,
+        "--model", "scripted", "--limit", "3", "--quiet",
+    ]) == 0
+    for link in revision_links(snapshot_run):
+        assert "<a" not in link and "oldid" not in link
+        assert f"from the local snapshot {SAMPLE}: not a verified Wikipedia revision" in link

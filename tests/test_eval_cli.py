@@ -53,8 +53,9 @@ def scripted_model(broken: set[str]) -> Any:
     def respond(body: dict[str, Any]) -> Reply:
         prompt = last_user_message(body)
         if prompt.startswith("In the following task"):
-            prediction = prompt.split("Prediction:\n")[1].split("\n\nGround-truth")[0].lower()
-            golds = prompt.split("Ground-truth Answer:\n")[1].split("\n\nDoes the")[0]
+            prediction = re.split(r"\nPrediction:?\n", prompt)[1].split("\n\nGround-truth")[0]
+            prediction = prediction.lower()
+            golds = re.split(r"Ground-truth Answer:?\n", prompt)[1].split("\n\nDoes the")[0]
             hit = any(g.lower() in prediction or prediction in g.lower()
                       for g in golds.splitlines())
             return Reply("Yes" if hit else "No")
@@ -322,7 +323,8 @@ def test_sweep_reuses_shared_calls_and_report(workspace: Path) -> None:
         for p in read_lines(run / "predictions.jsonl"):
             routes = [s for s in p["trace"] if s["kind"] == "route"]
             assert [r["data"]["branch"] for r in routes] == ["generate"]
-            assert p["routes"] == {"self-dc": 1}
+            assert p["routes"] == {"self-dc:generate": 1}
+            assert (p["route"], p["confidence"]) == ("self-dc:generate", 0.9)
             assert p["llm_calls"] == 3
 
     report = workspace / "report.md"
@@ -331,11 +333,12 @@ def test_sweep_reuses_shared_calls_and_report(workspace: Path) -> None:
     text = report.read_text()
     assert "| *w/o retrieval* |" in text and "| *w/ retrieval* |" in text
     assert text.index("| Direct |") < text.index("| RR |")
-    assert "| Direct | 33.3 | 55.6 | – | 0.00 | 0 | 1.00 | 3 |" in text
-    assert "| RR | 100.0 | 100.0 | – | 1.00 | 3 | 1.00 | 3 |" in text
-    assert "| Direct | hard | 1 | 0.0 | 66.7 | – | 0.00 |" in text
+    assert "| Method | Cover-EM | EM | F1 | Acc |" in text
+    assert "| Direct | 33.3 | 33.3 | 55.6 | – | 0.00 | 0 | 1.00 | 3 |" in text
+    assert "| RR | 100.0 | 100.0 | 100.0 | – | 1.00 | 3 | 1.00 | 3 |" in text
+    assert "| Direct | hard | 1 | 0.0 | 0.0 | 66.7 | – | 0.00 |" in text
     assert "## Sweep over alpha" in text
-    assert "| 0.3 | 100.0 | 100.0 | 100.0 | 0 | 3 |" in text
+    assert "| 0.3 | 100.0 | 100.0 | 100.0 | 100.0 | 0 | 3 |" in text
     assert "![alpha sweep](report-alpha.png)" in text
     assert (workspace / "report-alpha.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "## Compositionality gap" in text and "| 50.0 | exact match |" in text
@@ -360,7 +363,7 @@ def test_report_over_a_glob_skips_what_holds_no_results(workspace: Path, capsys)
     out = capsys.readouterr().out
     assert f"  skipped {evals / 'unfinished'}: holds no metrics.json" in out
     assert f"  skipped {report}: not a directory" in out
-    assert "| Direct | 33.3 |" in report.read_text()
+    assert "| Direct | 33.3 | 33.3 |" in report.read_text()
 
 
 def test_freshqa_split_runs_concurrently_up_to_the_gateway_bound(workspace: Path) -> None:
@@ -384,3 +387,110 @@ def test_freshqa_split_runs_concurrently_up_to_the_gateway_bound(workspace: Path
     assert (m["n"], m["em"], m["run"]["split"]) == (4, 1.0, "test")
     ids = [p["id"] for p in read_lines(workspace / "fresh" / "predictions.jsonl")]
     assert sorted(ids) == ["freshqa-0", "freshqa-1", "freshqa-2", "freshqa-3"]
+
+
+def test_scoring_options_are_visible_and_recorded(workspace: Path) -> None:
+    data = str(workspace / "cuqa.jsonl")
+    with ScriptedLLM(scripted_model(set())) as llm:
+        assert cli(llm, workspace, "strict", "--data", data, "--method", "direct",
+                   "--no-aliases") == 0
+        assert cli(llm, workspace, "lenient", "--data", data, "--method", "direct",
+                   "--yes-no-first-word") == 0
+    strict = {p["id"]: p for p in read_lines(workspace / "strict" / "predictions.jsonl")}
+    # "the UK" matched only the alias "UK": without aliases it scores nothing.
+    assert (strict["c1"]["cover_em"], strict["c1"]["em"]) == (0.0, 0.0)
+    assert strict["c1"]["answers"] == ["United Kingdom"]
+    for name, aliases, yes_no in (("strict", False, False), ("lenient", True, True)):
+        m = json.loads((workspace / name / "metrics.json").read_text())
+        assert m["run"]["scoring"] == {"aliases": aliases, "yes_no_first_word": yes_no}
+        assert json.loads((workspace / name / "eval.json").read_text())["scoring"] == (
+            m["run"]["scoring"])
+    assert json.loads((workspace / "lenient" / "metrics.json").read_text())["cover_em"] == (
+        pytest.approx(1 / 3))
+
+
+@pytest.mark.parametrize(("prompt", "judged"), [
+    ("iter-retgen", "The summit met at Bletchley Park. So the answer is the UK."),
+    ("reworded", "the UK"),
+])
+def test_the_judge_reads_the_whole_output_as_iter_retgen_does(
+    workspace: Path, prompt: str, judged: str
+) -> None:
+    reasoning = "The summit met at Bletchley Park. So the answer is the UK."
+
+    def respond(body: dict[str, Any]) -> Reply:
+        return Reply("Yes" if body["model"] == "judge" else reasoning)
+
+    write_jsonl(workspace / "one.jsonl", ITEMS[:1])
+    with ScriptedLLM(respond) as llm:
+        assert cli(llm, workspace, prompt, "--data", str(workspace / "one.jsonl"),
+                   "--method", "cot", "--judge-model", "judge", "--judge-prompt", prompt) == 0
+        [judge_call] = [b for b in llm.requests if b["model"] == "judge"]
+    assert f"Prediction:\n{judged}\n\n" in last_user_message(judge_call) or (
+        f"Prediction\n{judged}\n\n" in last_user_message(judge_call))
+    [p] = read_lines(workspace / prompt / "predictions.jsonl")
+    assert (p["prediction"], p["output"], p["acc"]) == ("the UK", reasoning, True)
+    assert json.loads((workspace / prompt / "eval.json").read_text())["judge_prompt"] == prompt
+
+
+def test_a_negative_limit_is_a_usage_error(workspace: Path, capsys) -> None:
+    """Issue 15.6: `--limit -1` once evaluated all items but the last, silently."""
+    with ScriptedLLM(scripted_model(set())) as llm:
+        with pytest.raises(SystemExit) as stopped:
+            cli(llm, workspace, "neg", "--data", str(workspace / "cuqa.jsonl"),
+                "--method", "direct", "--limit", "-1")
+        assert llm.calls == 0
+    assert stopped.value.code == 2
+    assert "--limit: must be 1 or more, not -1" in capsys.readouterr().err
+    assert not (workspace / "neg" / "predictions.jsonl").exists()
+
+
+@pytest.mark.parametrize("content", ["", "\n\n"])
+def test_an_empty_dataset_is_an_error_not_a_score(workspace: Path, capsys, content: str) -> None:
+    """Issue 15.10: an empty dataset once reported EM 0.000 and complete: true."""
+    (workspace / "empty.jsonl").write_text(content)
+    with ScriptedLLM(scripted_model(set())) as llm:
+        assert cli(llm, workspace, "empty", "--data", str(workspace / "empty.jsonl"),
+                   "--method", "direct") == 1
+        assert llm.calls == 0
+    err = capsys.readouterr().err
+    assert err.startswith(f"cuqa-eval: error: {workspace / 'empty.jsonl'}: no questions in the")
+    assert not (workspace / "empty" / "metrics.json").exists()
+
+
+def test_a_corrupt_call_cache_is_one_line_naming_it(workspace: Path, capsys) -> None:
+    """Issue 15.9: random bytes in llm-cache.sqlite once gave a sqlite3 traceback."""
+    cache = workspace / "run" / "llm-cache.sqlite"
+    cache.parent.mkdir()
+    cache.write_bytes(bytes(range(256)) * 64)
+    with ScriptedLLM(scripted_model(set())) as llm:
+        assert cli(llm, workspace, "run", "--data", str(workspace / "cuqa.jsonl"),
+                   "--method", "direct") == 1
+        assert llm.calls == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"cuqa-eval: error: {cache} is not a usable cache database")
+    assert "--no-cache" in err and "move it aside" in err
+
+
+def test_a_key_echoed_in_an_answer_is_scrubbed_like_the_cache(workspace: Path) -> None:
+    """Issue 15.12: the key once reached predictions.jsonl while the cache kept it scrubbed,
+    so a replay from the cache scored differently."""
+    key = "sk-test-eval-000000"  # the workspace's OPENAI_API_KEY
+
+    def echo(body: dict[str, Any]) -> Reply:
+        return Reply(f"United Kingdom (debug: {key})")
+
+    cache = workspace / "shared-cache.sqlite"
+    runs = []
+    with ScriptedLLM(echo) as llm:
+        for out in ("live", "replay"):
+            assert cli(llm, workspace, out, "--data", str(workspace / "cuqa.jsonl"), "--method",
+                       "direct", "--cache", str(cache)) == 0
+            runs.append((workspace / out / "predictions.jsonl").read_text())
+        assert llm.calls == 3  # the replay is served from the cache
+    for text in runs:
+        assert key not in text and "debug: ***" in text
+    live, replay = ({p["id"]: (p["prediction"], p["cover_em"], p["f1"]) for p in
+                     map(json.loads, text.splitlines())} for text in runs)
+    assert live == replay

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cuqa_builder.evaluation.datasets import DatasetError, load_items
+from cuqa_builder.evaluation.datasets import EvalInputError, load_items, source_event_ids
 from cuqa_builder.records import CuqaItem, EventRef, GeneratorInfo, SubQuestion
 
 FRESHQA_HEADER = [
@@ -91,21 +91,21 @@ def test_freshqa_bad_row_names_file_and_line(tmp_path: Path) -> None:
     path = tmp_path / "broken.csv"
     row = freshqa_row("0", "TEST", "Q?", ["A"], "")
     write_freshqa(path, [row, row[:5]])
-    with pytest.raises(DatasetError, match=r"broken\.csv:5: 5 cells, the header has 20"):
+    with pytest.raises(EvalInputError, match=r"broken\.csv:5: 5 cells, the header has 20"):
         load_items(path)
 
 
 def test_freshqa_without_header_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "other.csv"
     path.write_text("question,answer\nQ?,A\n", encoding="utf-8")
-    with pytest.raises(DatasetError, match="no FreshQA header row"):
+    with pytest.raises(EvalInputError, match="no FreshQA header row"):
         load_items(path)
 
 
 def test_split_is_only_for_freshqa(tmp_path: Path) -> None:
     path = tmp_path / "generic.jsonl"
     path.write_text('{"question": "Q?", "answers": "A"}\n', encoding="utf-8")
-    with pytest.raises(DatasetError, match="--split applies to FreshQA"):
+    with pytest.raises(EvalInputError, match="--split applies to FreshQA"):
         load_items(path, split="test")
 
 
@@ -138,7 +138,7 @@ def test_generic_jsonl(tmp_path: Path) -> None:
 def test_bad_lines_name_file_and_line(tmp_path: Path, line: str, message: str) -> None:
     path = tmp_path / "data.jsonl"
     path.write_text('{"question": "Fine?", "answers": "yes"}\n' + line + "\n", encoding="utf-8")
-    with pytest.raises(DatasetError, match=message):
+    with pytest.raises(EvalInputError, match=message):
         load_items(path)
 
 
@@ -146,7 +146,7 @@ def test_duplicate_ids_are_refused(tmp_path: Path) -> None:
     path = tmp_path / "dup.jsonl"
     line = json.dumps({"id": "same", "question": "Q?", "answers": "A"})
     path.write_text(f"{line}\n{line}\n", encoding="utf-8")
-    with pytest.raises(DatasetError, match="id 'same' occurs twice"):
+    with pytest.raises(EvalInputError, match="id 'same' occurs twice"):
         load_items(path)
 
 
@@ -176,17 +176,21 @@ def test_cuqa_jsonl_merges_answer_and_aliases(tmp_path: Path) -> None:
     # A candidate line carries intermediates and validation: the loader keeps what it needs.
     candidate = cuqa_item("c2", "Lionel Messi", [], type="AAB", difficulty="hard").model_dump(
         mode="json") | {"seed": 3, "validation": {"passed": True}, "intermediates": None}
+    # A hard candidate merges two easy items, each made from its own event.
+    candidate["sub_items"] = [{"event": {"id": "ev-a"}}, {"event": {"id": "ev-c2"}}]
     path.write_text(released.model_dump_json() + "\n" + json.dumps(candidate) + "\n",
                     encoding="utf-8")
     first, second = load_items(path)
     assert first.answers == ["United Kingdom", "UK", "Britain"]
     assert (first.type, first.difficulty) == ("ABC", "easy")
     assert [s.kind for s in first.sub_questions] == ["unknown", "known"]
-    assert first.meta == {"cutoff": "2023-04", "event_id": "ev-c1"}
+    assert first.meta == {"cutoff": "2023-04", "event_id": "ev-c1", "event_ids": ["ev-c1"]}
     assert (second.id, second.answers, second.type, second.difficulty) == (
         "c2", ["Lionel Messi"], "AAB", "hard")
+    assert second.meta["event_ids"] == ["ev-c2", "ev-a"]
+    assert source_event_ids(second) == {"ev-c2", "ev-a"}
 
 
 def test_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(DatasetError, match="no dataset at"):
+    with pytest.raises(EvalInputError, match="no dataset at"):
         load_items(tmp_path / "nope.jsonl")

@@ -10,7 +10,6 @@ import pytest
 
 from cuqa_builder.cli.build import main
 from cuqa_builder.generation.algorithm import (
-    answer_aliases,
     candidate_id,
     draw,
     load_templates,
@@ -20,7 +19,14 @@ from cuqa_builder.generation.output_parsing import OutputError, parse_passage, p
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
 from cuqa_builder.llm.cache import CallCache
 from cuqa_builder.prompts import load_prompt
-from cuqa_builder.records import Candidate, Entity, Event, EventSource, event_id
+from cuqa_builder.records import (
+    Candidate,
+    Entity,
+    Event,
+    EventSource,
+    answer_aliases,
+    event_id,
+)
 from cuqa_builder.run import GENERATION_FAILURES as FAILURES
 from cuqa_builder.stages.generate import GenerationFailure
 from cuqa_builder.testing.algorithm_llm import (
@@ -260,16 +266,32 @@ def test_same_choices_whatever_the_limit_and_order(tmp_path: Path) -> None:
 
 def test_another_seed_makes_other_choices(tmp_path: Path) -> None:
     events = make_events(12)
-    write_events(tmp_path, events)
+    runs = {seed: tmp_path / f"seed-{seed}" for seed in (1, 2)}
     with ScriptedLLM(AlgorithmResponder()) as llm:
-        assert generate(tmp_path, llm, "--seed", "1") == 0
-        assert generate(tmp_path, llm, "--seed", "2") == 0
-    by_seed: dict[int, dict[str, Candidate]] = {1: {}, 2: {}}
-    for item in candidates(tmp_path):
-        by_seed[item.seed][item.event.id] = item
+        for seed, out in runs.items():
+            write_events(out, events)
+            assert generate(out, llm, "--seed", str(seed)) == 0
+    by_seed = {seed: {c.event.id: c for c in candidates(out)} for seed, out in runs.items()}
     assert len(by_seed[1]) == len(by_seed[2]) == 12
     assert not set(c.id for c in by_seed[1].values()) & set(c.id for c in by_seed[2].values())
     assert any(by_seed[1][e.id].intermediates != by_seed[2][e.id].intermediates for e in events)
+
+
+def test_a_new_seed_on_a_run_is_refused_unless_reseeded(tmp_path: Path, capsys) -> None:
+    write_events(tmp_path, make_events(3))
+    with ScriptedLLM(AlgorithmResponder()) as llm:
+        assert generate(tmp_path, llm, "--seed", "1") == 0
+        capsys.readouterr()
+        assert generate(tmp_path, llm, "--seed", "2") == 2  # two seeds would mix in one file
+        assert capsys.readouterr().err.strip() == (
+            f"cuqa-build: error: {tmp_path} was generated with --seed 1; --seed 2 would mix two "
+            "seeds' candidates: use another --out, or add --reseed to set the old ones aside"
+        )
+        assert {c.seed for c in candidates(tmp_path)} == {1}
+        assert generate(tmp_path, llm, "--seed", "2", "--reseed") == 0
+    assert {c.seed for c in candidates(tmp_path)} == {2} and len(candidates(tmp_path)) == 3
+    set_aside = read_jsonl(tmp_path / "candidates.seed-1.jsonl", Candidate)
+    assert {c.seed for c in set_aside} == {1} and len(set_aside) == 3
 
 
 def test_events_without_entities_or_outside_the_window_are_skipped(

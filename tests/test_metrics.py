@@ -6,12 +6,16 @@ import pytest
 
 from cuqa_builder.evaluation.metrics import (
     compositionality_gap,
+    cover_match,
     exact_match,
     f1_score,
     metrics,
     summarize,
 )
-from cuqa_builder.evaluation.records import Prediction
+from cuqa_builder.evaluation.outputs import EvalSettings, Prediction
+from cuqa_builder.solvers.base import SolverOptions
+
+RUN = EvalSettings(method="direct", options=SolverOptions(), model="m", data="d.jsonl")
 
 
 @pytest.mark.parametrize(
@@ -67,9 +71,39 @@ def test_f1_of_empty_prediction_is_zero() -> None:
         ("It did", "yes", 0.0, 0.0),
     ],
 )
-def test_yes_no_answers(prediction: str, gold: str, em: float, f1: float) -> None:
-    assert exact_match(prediction, [gold]) == em
-    assert f1_score(prediction, [gold]) == pytest.approx(f1)
+def test_yes_no_first_word_option(prediction: str, gold: str, em: float, f1: float) -> None:
+    assert exact_match(prediction, [gold], yes_no_first_word=True) == em
+    assert f1_score(prediction, [gold], yes_no_first_word=True) == pytest.approx(f1)
+
+
+def test_without_the_yes_no_option_em_is_strict() -> None:
+    assert exact_match("Yes, it was held at Bletchley Park.", ["yes"]) == 0.0
+    # [yes, it, was, held, at, bletchley, park] vs [yes]: P=1/7, R=1 -> 1/4
+    assert f1_score("Yes, it was held at Bletchley Park.", ["yes"]) == pytest.approx(0.25)
+    assert exact_match("No.", ["No"]) == 1.0
+
+
+@pytest.mark.parametrize(
+    ("prediction", "golds", "cover"),
+    [
+        ("It was held at Bletchley Park, England.", ["Bletchley Park"], 1.0),
+        ("Yes, it was held at Bletchley Park.", ["yes"], 1.0),
+        ("The answer is the United Kingdom", ["UK", "United Kingdom"], 1.0),  # any gold
+        ("Parisian", ["Paris"], 0.0),  # whole words only
+        ("Delhi", ["New Delhi"], 0.0),  # the gold must be contained, not the prediction
+        ("", ["Paris"], 0.0),
+        ("the", ["The"], 0.0),  # a gold that normalises to nothing never matches
+    ],
+)
+def test_cover_em_is_the_papers_em(prediction: str, golds: list[str], cover: float) -> None:
+    assert cover_match(prediction, golds) == cover
+
+
+def test_cover_em_can_exceed_squad_f1() -> None:
+    # The paper's tables have EM > F1, which only a containment EM allows.
+    prediction, gold = "It took place at Bletchley Park in the United Kingdom", ["Bletchley Park"]
+    assert cover_match(prediction, gold) == 1.0
+    assert exact_match(prediction, gold) == 0.0 and f1_score(prediction, gold) < 0.5
 
 
 def _prediction(id: str, em: float, f1: float, **extra) -> Prediction:
@@ -88,7 +122,7 @@ def test_summary_means_and_totals() -> None:
                     prompt_tokens=6, completion_tokens=2, cost=0.0, type="ABC",
                     difficulty="hard"),
     ]
-    m = metrics(predictions)
+    m = metrics(predictions, RUN, complete=True).model_dump()
     assert m["n"] == 3
     assert m["em"] == pytest.approx(1 / 3)
     assert m["f1"] == pytest.approx(0.5)
@@ -103,12 +137,13 @@ def test_summary_means_and_totals() -> None:
     assert m["by_type"]["ABC"]["acc"] == pytest.approx(0.5)
     assert m["by_difficulty"]["easy"]["em"] == pytest.approx(0.5)
     assert m["by_difficulty"]["hard"]["retrieval_calls"] == {"mean": 1.0, "total": 1}
+    assert (m["run"]["method"], m["complete"]) == ("direct", True)
 
 
 def test_acc_is_none_without_a_judge_and_empty_runs_are_zero() -> None:
-    assert summarize([_prediction("1", 1.0, 1.0)])["acc"] is None
+    assert summarize([_prediction("1", 1.0, 1.0)]).acc is None
     empty = summarize([])
-    assert (empty["n"], empty["em"], empty["acc"]) == (0, 0.0, None)
+    assert (empty.n, empty.em, empty.acc) == (0, 0.0, None)
 
 
 def test_correct_is_the_judge_verdict_else_exact_match() -> None:

@@ -235,7 +235,8 @@ def test_validate_then_release_end_to_end(tmp_path: Path) -> None:
     stats = json.loads((tmp_path / "o" / "e2e" / "stats.json").read_text())
     assert stats["validation"]["limits"]["max_question_words"] == 60
     card = (tmp_path / "o" / "e2e" / "README.md").read_text()
-    assert "Automatic checks: one question ending in `?`, 4-60 words, no prompt residue," in card
+    assert ("Automatic checks: one question ending in `?`, 4-60 words (at most 15 characters a "
+            "word on average), no prompt residue, no HTML or wiki markup") in card
     assert "a non-empty answer of at most 10 words" in card
 
 

@@ -14,8 +14,9 @@ import pytest
 from cuqa_builder.llm.gateway import open_gateway
 from cuqa_builder.llm.settings import LLMSettings
 from cuqa_builder.prompts import load_prompt
+from cuqa_builder.retrieval.types import Passage
 from cuqa_builder.solvers import METHODS, NO_RETRIEVAL, UnknownMethodError, get_solver
-from cuqa_builder.solvers.base import Passage, SolverOptions, SolverRun, UnsupportedEndpoint
+from cuqa_builder.solvers.base import SolverOptions, SolverRun, UnsupportedEndpoint
 from cuqa_builder.testing.openai_server import Reply, ScriptedLLM, last_user_message
 
 # A small made-up world, so no model could know it and no demonstration mentions it.
@@ -199,6 +200,8 @@ def test_one_call_methods_need_no_retriever(method: str, rules: list) -> None:
         prediction, run = run_method(llm, method, QUESTION, None)
     assert prediction == "Brindle"
     assert (run.llm_calls, run.retrieval_calls, llm.calls) == (1, 0, 1)
+    # The whole final output (cut at the next example) is kept for the judge.
+    assert run.output.strip() == rules[0][1].split("\n\nQuestion:")[0].strip()
     body = llm.requests[0]
     assert body["temperature"] == 0.1 and body["top_p"] == 0.1
     if method == "fewshot-cot":
@@ -269,6 +272,7 @@ def test_ircot_stops_at_the_answer_sentence() -> None:
     assert prediction == "Brindle"
     assert (run.llm_calls, run.retrieval_calls) == (3, 3)
     assert routes(run, "ircot") == [{"stop": "answer sentence", "steps": 3}]
+    assert run.output == f"{step_one} {step_two} So the answer is Brindle."
     # Passages accumulate across steps.
     assert "May 9 – Ada Quill is elected mayor" in prompts_sent(llm)[2]
 
@@ -307,6 +311,9 @@ def test_self_ask_follow_up_loop_and_final_answer() -> None:
     assert "Bob Invented" not in "".join(prompts_sent(llm))
     assert llm.requests[0]["stop"][0] == "Intermediate answer:"
     assert routes(run, "self-ask") == [{"stop": "final answer", "follow_ups": 2}]
+    assert run.output == (f" Yes.\nFollow up: {SUB_WINNER}\nIntermediate answer: Ada Quill\n"
+                          f"Follow up: {SUB_TOWN}\nIntermediate answer: Brindle\n"
+                          "So the final answer is: Brindle.")
 
 
 def test_self_ask_stops_after_max_follow_ups() -> None:
@@ -447,12 +454,12 @@ def always_uncertain(body: dict[str, Any]) -> Reply:
 @pytest.mark.parametrize(
     ("depth", "llm_calls", "retrieval_calls", "retrieve_routes"),
     [
-        (1, 3, 1, 1),  # confidence, decompose, read
-        # depth 1: confidence + decompose + combine; two depth-2 questions, each
-        # confidence + decompose + read at the depth limit.
-        (2, 3 + 2 * 3, 2, 2),
-        # plus one more level: four depth-3 reads, two more combines.
-        (3, 3 + 2 * 3 + 4 * 3, 4, 4),
+        (1, 2, 1, 1),  # confidence, read: no decomposition is asked for at depth t
+        # depth 1: confidence + decompose + combine; two depth-2 questions at the depth
+        # limit, each confidence + read.
+        (2, 3 + 2 * 2, 2, 2),
+        # plus one more level: two depth-2 decompositions, four depth-3 reads.
+        (3, 3 + 2 * 3 + 4 * 2, 4, 4),
     ],
 )
 def test_self_dc_stops_decomposing_at_depth_t(
@@ -512,25 +519,39 @@ def equivalence_rules() -> PromptRules:
 
 
 @pytest.mark.parametrize("confidence_kind", ["verb", "prob"])
-@pytest.mark.parametrize(
-    ("baseline", "alpha", "beta"), [("genread", 0.0, 0.0), ("rr", 1.0, 0.0)]
-)
-def test_genread_and_rr_are_special_cases_of_self_dc(
-    baseline: str, alpha: float, beta: float, confidence_kind: str
-) -> None:
+def test_genread_is_self_dc_zero_zero_call_for_call(confidence_kind: str) -> None:
     with ScriptedLLM(equivalence_rules()) as llm:
         for question in EQUIVALENCE_QUESTIONS:
             start = llm.calls
-            expected, base_run = run_method(llm, baseline, question, MemoryRetriever(CORPUS))
+            expected, base_run = run_method(llm, "genread", question, MemoryRetriever(CORPUS))
             middle = llm.calls
             prediction, run = run_method(llm, "self-dc", question, MemoryRetriever(CORPUS),
-                                         alpha=alpha, beta=beta, confidence=confidence_kind)
+                                         alpha=0.0, beta=0.0, confidence=confidence_kind)
             assert prediction == expected
             assert (run.llm_calls, run.retrieval_calls) == (base_run.llm_calls,
                                                              base_run.retrieval_calls)
             assert [b["messages"] for b in llm.requests[middle:]] == [
                 b["messages"] for b in llm.requests[start:middle]]
             assert [s for s in run.trace if s.kind != "route"] == base_run.trace
+
+
+@pytest.mark.parametrize(("percent", "same_as_rr"), [(0, True), (99, True), (100, False)])
+def test_self_dc_one_zero_is_rr_plus_a_confidence_call_below_certainty(
+    percent: int, same_as_rr: bool
+) -> None:
+    rules = PromptRules([((CONFIDENCE,), confidence(percent)), *equivalence_rules().rules])
+    with ScriptedLLM(rules) as llm:
+        expected, rr_run = run_method(llm, "rr", SUB_TOWN, MemoryRetriever(CORPUS))
+        prediction, run = run_method(llm, "self-dc", SUB_TOWN, MemoryRetriever(CORPUS),
+                                     alpha=1.0, beta=0.0)
+    [route] = routes(run, "self-dc")
+    assert run.trace[0].name == "solver_self_dc_confidence"
+    if same_as_rr:
+        assert (prediction, route["branch"]) == (expected, "retrieve")
+        assert run.trace[2:] == rr_run.trace  # after the confidence and the route: RR's calls
+        assert (run.llm_calls, run.retrieval_calls) == (rr_run.llm_calls + 1, 1)
+    else:  # Figure 3: c >= alpha + beta is known, even when alpha - beta is 1
+        assert route["branch"] == "generate" and run.retrieval_calls == 0
 
 
 # --- RA-ISF ---------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from cuqa_builder.annotation.review import ReviewReport
 from cuqa_builder.cli.build import main
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
 from cuqa_builder.records import Candidate, CheckFailure, CuqaItem, Review, SubQuestion
@@ -17,7 +18,9 @@ from cuqa_builder.validation.checks import (
     answer_in_question,
     bridge_in_question,
     check_all,
+    check_edit,
     event_after_cutoff,
+    markup,
     one_question,
     prompt_echo,
     question_length,
@@ -134,6 +137,38 @@ def test_a_hard_merge_that_echoes_an_easy_item_fails() -> None:
 def test_ordinary_words_are_not_residue() -> None:
     question = "Which question did the Pellham University panel generate debate about in 2023?"
     assert template_residue(aab(question=question), LIMITS) is None
+
+
+@pytest.mark.parametrize(("question", "found"), [
+    ("Which lake does the <b>ferry</b> cross?", '"<b>"'),
+    ("Which lake does the [[ferry]] cross in 2023?", '"[["'),
+    ("Which lake does the ferry in {{convert}} cross?", '"{{"'),
+    ("Which lake does the ferry at https://example.org cross?", '"https://"'),
+    ("Which lake does the ferry &amp; its twin cross?", '"&amp;"'),
+])
+def test_markup_in_a_question_fails(question: str, found: str) -> None:
+    failure = markup(aab(question=question), LIMITS)
+    assert failure is not None and failure.reason == f"markup in the question: {found}"
+
+
+def test_markup_in_an_answer_fails_and_plain_punctuation_passes() -> None:
+    assert markup(aab(answer="<i>Pellham</i>"), LIMITS) is not None
+    plain = "Which rock 'n' roll band from Dunmere, whose 3 < 4 rule is famous, won in 2023?"
+    assert markup(aab(question=plain), LIMITS) is None
+
+
+def test_a_question_of_few_giant_words_is_too_long() -> None:
+    pasted = "Which lake does the " + "x" * 25_000 + " cross?"
+    failure = question_length(aab(question=pasted), LIMITS)
+    assert failure is not None and failure.reason == (
+        "the question has 25027 characters (at most 900)")
+
+
+def test_an_edit_is_checked_for_text_only() -> None:
+    # check_edit leaves out the checks that do not read the question or answer text.
+    edited = abc(question="x", cutoff="2024-01")
+    assert {f.check for f in check_edit(edited, LIMITS)} == {"one_question", "question_length"}
+    assert "event_after_cutoff" in {f.check for f in failures_of(edited)}
 
 
 def test_answer_must_be_short_and_present() -> None:
@@ -357,6 +392,23 @@ def test_validate_stage_keeps_a_review_that_accepted_nothing(
 
     assert (tmp_path / "cuqa.jsonl").read_text() == ""
     assert "holds the 0 items accepted by review" in capsys.readouterr().out
+
+
+def test_validate_stage_replaces_a_review_that_judged_nothing(tmp_path: Path) -> None:
+    """An empty export once left an empty cuqa.jsonl behind: it protects no one's work."""
+    write_jsonl(tmp_path / "candidates.jsonl", [aab(), abc()])
+    (tmp_path / "cuqa.jsonl").write_text("")
+    nothing = ReviewReport(
+        tasks=0, reviewed=0, pending=0, accepted=0, rejected=0, ties=0, accept_rate=None,
+        rewritten=0, answers_corrected=0, reject_reasons={}, annotations=0, cancelled=0,
+        votes=0, annotators=0, multi_annotated=0, mean_agreement=None, seconds_per_task=None,
+    )
+    (tmp_path / "review-report.json").write_text(nothing.model_dump_json())
+
+    assert main(["--out", str(tmp_path), "--cutoff", "2023-04", "--stage", "validate"]) == 0
+
+    assert len(read_jsonl(tmp_path / "cuqa.jsonl", CuqaItem)) == 2
+    assert not (tmp_path / "review-report.json").exists()
 
 
 def test_validate_stage_needs_candidates(

@@ -12,10 +12,10 @@ from urllib.parse import parse_qsl, urlparse
 import pytest
 
 from cuqa_builder.cli.evaluate import main as cuqa_eval
-from cuqa_builder.evaluation.records import EvalItem
+from cuqa_builder.evaluation.datasets import EvalItem
 from cuqa_builder.jsonio import write_jsonl
+from cuqa_builder.retrieval.types import RetrievalError
 from cuqa_builder.retrieval.wiki_search import WikiSearchRetriever
-from cuqa_builder.solvers.base import RetrievalError
 from cuqa_builder.testing.loopback import LoopbackServer, QuietHandler
 from cuqa_builder.testing.openai_server import RuleResponder, ScriptedLLM
 from cuqa_builder.wiki.client import MediaWikiClient

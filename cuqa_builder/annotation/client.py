@@ -17,7 +17,7 @@ import httpx
 from label_studio_sdk.core.api_error import ApiError
 
 from cuqa_builder.annotation.config import LabelingConfig
-from cuqa_builder.annotation.tasks import MODEL_VERSION, candidate_id_of
+from cuqa_builder.annotation.tasks import candidate_id_of
 from cuqa_builder.errors import CuqaError
 
 API_KEY_ENV = "LABEL_STUDIO_API_KEY"
@@ -30,6 +30,29 @@ class LabelStudioError(CuqaError, RuntimeError):
     pass
 
 
+@dataclass(frozen=True)
+class ProjectSettings:
+    """What push sets on the project each time, so that a reused project follows them too."""
+
+    config: LabelingConfig
+    instructions: str  # HTML, shown to each annotator before the first task
+    annotators: int  # judgements per task: Label Studio hands a task to this many people
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            "label_config": self.config.xml,
+            "expert_instruction": self.instructions,
+            "show_instruction": True,
+            "show_skip_button": True,
+            # An untouched submission is kept, so pull can count it as undecided.
+            "enable_empty_annotation": True,
+            # Never pre-fill a task from predictions, should any be imported by hand.
+            "show_collab_predictions": False,
+            "maximum_annotations": self.annotators,
+            "overlap_cohort_percentage": 100,  # every task, not a sample, gets the overlap
+        }
+
+
 @dataclass
 class PushResult:
     project_id: int
@@ -37,6 +60,7 @@ class PushResult:
     imported: int
     skipped: int
     task_ids: list[int] = field(default_factory=list)
+    annotators_before: int | None = None  # a reused project's overlap before this push
 
 
 def api_key_from_env() -> str:
@@ -106,16 +130,23 @@ class ReviewServer:
             raise LabelStudioError(f"no project titled {title!r} at {self.url}; push first")
         return found
 
-    def ensure_project(self, title: str, config: LabelingConfig) -> tuple[int, bool]:
-        """(project id, created?): reuse the project of that title, or create it."""
+    def ensure_project(self, title: str, settings: ProjectSettings) -> tuple[int, bool, int | None]:
+        """(project id, created?, overlap before): reuse the project of that title with the
+        settings applied, or create it with them."""
         found = self.find_project(title)
         if found is not None:
-            return found, False
+            before = self.project_annotators(found)
+            with self._calling(f"updating the settings of project {title!r}"):
+                self._client.projects.update(found, **settings.fields())
+            return found, False, before
         with self._calling(f"creating project {title!r}"):
-            project = self._client.projects.create(
-                title=title, label_config=config.xml, model_version=MODEL_VERSION
-            )
-        return project.id, True
+            project = self._client.projects.create(title=title, **settings.fields())
+        return project.id, True, None
+
+    def project_annotators(self, project_id: int) -> int:
+        """How many annotations the project asks for per task (Label Studio's overlap)."""
+        with self._calling("reading the project's settings"):
+            return self._client.projects.get(project_id).maximum_annotations or 1
 
     def candidate_ids(self, project_id: int) -> set[str]:
         """Candidates already in the project, read from the tasks' meta (or data)."""
@@ -140,15 +171,16 @@ class ReviewServer:
         return ids
 
     def push(
-        self, title: str, config: LabelingConfig, tasks: Sequence[dict[str, Any]]
+        self, title: str, settings: ProjectSettings, tasks: Sequence[dict[str, Any]]
     ) -> PushResult:
         """Create or reuse the project and import the tasks it does not hold yet (idempotent)."""
-        project_id, created = self.ensure_project(title, config)
+        project_id, created, before = self.ensure_project(title, settings)
         present = set() if created else self.candidate_ids(project_id)
         new = [t for t in tasks if candidate_id_of(t) not in present]
         task_ids = self.import_tasks(project_id, new)
         return PushResult(project_id=project_id, created_project=created, imported=len(new),
-                          skipped=len(tasks) - len(new), task_ids=task_ids)
+                          skipped=len(tasks) - len(new), task_ids=task_ids,
+                          annotators_before=before)
 
     def export(self, project_id: int) -> list[dict[str, Any]]:
         """The full JSON export (annotations with every field, cancelled ones included)."""

@@ -22,6 +22,7 @@ REWRITE = "rewrite"
 CORRECTION = "answer_fix"
 ACCEPT = "accept"
 REJECT = "reject"
+UNSURE = "unsure"  # an explicit "I cannot judge this": counted, never a vote
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 _CONFIG_NAME = "labeling_config.xml"
@@ -71,8 +72,10 @@ class LabelingConfig:
             control = self.controls.get(name)
             if control is None or control.type != kind:
                 raise LabelingConfigError(f"labeling config needs a {kind} control named {name!r}")
-        if not {ACCEPT, REJECT} <= self.controls[VERDICT].options:
-            raise LabelingConfigError(f"{VERDICT!r} must offer {ACCEPT!r} and {REJECT!r}")
+        if not {ACCEPT, REJECT, UNSURE} <= self.controls[VERDICT].options:
+            raise LabelingConfigError(
+                f"{VERDICT!r} must offer {ACCEPT!r}, {REJECT!r} and {UNSURE!r}"
+            )
 
     @property
     def reasons(self) -> frozenset[str]:
@@ -139,14 +142,19 @@ def _control(element: ET.Element) -> Control | None:
     )
 
 
-def labeling_config_path() -> Path:
-    """Shipped inside the package in a wheel; beside the package in a source checkout."""
-    shipped = _PACKAGE_DIR / _CONFIG_NAME
-    checkout = _PACKAGE_DIR.parents[1] / "annotation" / _CONFIG_NAME
+def annotation_file(name: str) -> Path:
+    """A file of `annotation/`: shipped inside the package in a wheel, beside the package in a
+    source checkout."""
+    shipped = _PACKAGE_DIR / name
+    checkout = _PACKAGE_DIR.parents[1] / "annotation" / name
     for candidate in (shipped, checkout):
         if candidate.is_file():
             return candidate
-    raise LabelingConfigError(f"{_CONFIG_NAME} is missing from this installation")
+    raise LabelingConfigError(f"{name} is missing from this installation")
+
+
+def labeling_config_path() -> Path:
+    return annotation_file(_CONFIG_NAME)
 
 
 @cache

@@ -1,16 +1,21 @@
 """A Label Studio JSON export (the full one, not JSON_MIN) -> reviewed items and a review report.
 
 Only what the labeling config allows is trusted: every result item is checked, and whatever does
-not fit is reported and left out. Cancelled (skipped) annotations do not vote. Several annotators
-of one candidate are resolved by majority; a tie is not an accept. Rewrites and answer
-corrections come from the annotators who accepted.
+not fit is reported and left out. Each annotator's latest annotation of a candidate counts once.
+A *judgement* is accept or reject; "unsure", an annotation submitted without a verdict
+(*undecided*: untouched, say) and a skipped (cancelled) one are counted apart and never vote.
+
+A candidate is accepted when it has at least the judgements its task asks for (push writes the
+number into the task's meta) and most of them accept; a tie is not an accept. Its rewrite and
+answer correction come from the accepting annotators, and an edited item must pass every check
+of the question and answer text again, or it is sent back (reported, never released).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from statistics import mean
 from typing import Any, Literal
 
@@ -22,17 +27,23 @@ from cuqa_builder.annotation.config import (
     REASONS,
     REJECT,
     REWRITE,
+    UNSURE,
     VERDICT,
     LabelingConfig,
     ResultError,
 )
-from cuqa_builder.annotation.tasks import candidate_id_of
+from cuqa_builder.annotation.tasks import DEFAULT_ANNOTATORS, candidate_id_of, required_annotators
 from cuqa_builder.errors import CuqaError
 from cuqa_builder.records import Candidate, CheckFailure, CuqaItem, Review
 from cuqa_builder.text import normalize_answer
-from cuqa_builder.validation.checks import Limits, answer_in_question, bridge_in_question
+from cuqa_builder.validation.checks import check_edit
+from cuqa_builder.validation.limits import Limits
 
-Status = Literal["accepted", "rejected", "tie", "pending"]
+Status = Literal["accepted", "rejected", "tie", "pending", "incomplete", "sent_back"]
+UNDECIDED = "undecided"  # a submitted annotation without a verdict
+JUDGEMENTS = (ACCEPT, REJECT)
+MOST_DISAGREED = 10  # items the report lists for the lead to re-check
+_SHOWN_IDS = 8  # ids a summary line names before "and N more"
 
 
 class ExportError(CuqaError, ValueError):
@@ -69,29 +80,75 @@ class Problem(BaseModel):
     message: str
 
 
+class SentBack(BaseModel):
+    """An accepted item whose edited question or answer fails a check: not released."""
+
+    candidate: str
+    question: str
+    answer: str
+    failures: list[CheckFailure]
+
+
+class AnnotatorStats(BaseModel):
+    judgements: int = Field(description="accepts and rejects counted")
+    accepted: int
+    rejected: int
+    unsure: int
+    undecided: int
+    accept_rate: float | None = Field(description="accepted / judgements")
+    seconds_per_task: float | None
+
+
+class Disagreement(BaseModel):
+    candidate: str
+    status: Status
+    accept: int
+    reject: int
+    unsure: int
+    agreement: float
+
+
 class ReviewReport(BaseModel):
     tasks: int = Field(description="candidates found in the export")
-    reviewed: int = Field(description="candidates with at least one counted vote")
+    reviewed: int = Field(description="candidates with at least one judgement")
     pending: int = Field(description="candidates nobody has judged yet")
     accepted: int
     rejected: int
     ties: int = Field(description="as many accepts as rejects: not accepted")
-    accept_rate: float | None = Field(description="accepted / reviewed")
+    incomplete: int = Field(
+        default=0, description="candidates with fewer judgements than their task asks for"
+    )
+    accept_rate: float | None = Field(
+        description="accepted / decided (accepted, rejected, tied or sent back)"
+    )
     rewritten: int
     answers_corrected: int
     reject_reasons: dict[str, int] = Field(description="reasons given by reject votes")
     annotations: int = Field(description="annotations in the export, cancelled included")
-    cancelled: int
-    votes: int = Field(description="annotations counted (one per annotator and candidate)")
+    cancelled: int = Field(description="skipped annotations")
+    unsure: int = Field(default=0, description="annotations that chose unsure")
+    undecided: int = Field(default=0, description="annotations submitted without a verdict")
+    votes: int = Field(description="judgements counted (one per annotator and candidate)")
     annotators: int
-    multi_annotated: int = Field(description="candidates with two or more votes")
+    multi_annotated: int = Field(description="candidates with two or more judgements")
     mean_agreement: float | None = Field(
-        description="over multi-annotated candidates: share of votes agreeing with the majority"
+        description="over multi-annotated candidates: share of judgements agreeing with the "
+        "majority"
     )
-    seconds_per_task: float | None = Field(description="mean lead time of the counted votes")
-    rewrites_leaking_answer: list[str] = Field(
+    seconds_per_task: float | None = Field(description="mean lead time of the counted annotations")
+    per_annotator: dict[str, AnnotatorStats] = Field(default_factory=dict)
+    most_disagreed: list[Disagreement] = Field(
+        default_factory=list, description="the least agreed candidates first, for a re-check"
+    )
+    sent_back: list[SentBack] = Field(
+        default_factory=list, description="accepted, but the edit fails a check: not released"
+    )
+    needs_more_reviews: list[str] = Field(
+        default_factory=list, description="candidates with fewer judgements than required"
+    )
+    decided_with_fewer: list[str] = Field(
         default_factory=list,
-        description="items the review edited whose question names the answer or the bridge",
+        description="decided with fewer judgements than required (--allow-under-annotated)",
     )
     unknown_candidates: list[str] = Field(
         default_factory=list, description="tasks whose candidate is not in candidates.jsonl"
@@ -102,8 +159,10 @@ class ReviewReport(BaseModel):
         rate = f"{self.accept_rate:.0%}" if self.accept_rate is not None else "n/a"
         lines = [
             f"review: {self.accepted} accepted, {self.rejected} rejected, {self.ties} tied, "
+            f"{self.incomplete} need more reviews, {len(self.sent_back)} sent back, "
             f"{self.pending} pending of {self.tasks} tasks (accept rate {rate})",
-            f"  {self.votes} votes by {self.annotators} annotators, {self.cancelled} cancelled; "
+            f"  {self.votes} judgements by {self.annotators} annotators; {self.unsure} unsure, "
+            f"{self.undecided} undecided (submitted without a verdict), {self.cancelled} skipped; "
             f"{self.rewritten} questions rewritten, {self.answers_corrected} answers corrected",
         ]
         if self.mean_agreement is not None:
@@ -114,10 +173,24 @@ class ReviewReport(BaseModel):
         if self.reject_reasons:
             reasons = ", ".join(f"{r} {n}" for r, n in self.reject_reasons.items())
             lines.append(f"  reject reasons: {reasons}")
-        if self.rewrites_leaking_answer:
-            lines.append(f"  check these edited items, the question names the answer or "
-                         f"the bridge: "
-                         f"{', '.join(self.rewrites_leaking_answer)}")
+        if self.per_annotator:
+            lines.append("  accept rate per annotator: " + ", ".join(
+                f"{name} {_rate(s.accept_rate)} of {s.judgements}"
+                for name, s in self.per_annotator.items()))
+        if self.most_disagreed:
+            lines.append("  most disagreed (re-check these): " + ", ".join(
+                f"{d.candidate} ({d.accept} accept, {d.reject} reject)"
+                for d in self.most_disagreed))
+        lines += [f"  sent back, the edit fails a check: {s.candidate}: "
+                  + "; ".join(f"{f.check}: {f.reason}" for f in s.failures)
+                  for s in self.sent_back]
+        if self.needs_more_reviews:
+            lines.append(f"  need more reviews (fewer judgements than required; "
+                         f"--allow-under-annotated decides them anyway): "
+                         f"{_ids(self.needs_more_reviews)}")
+        if self.decided_with_fewer:
+            lines.append(f"  decided with fewer judgements than required, as told: "
+                         f"{_ids(self.decided_with_fewer)}")
         lines += [f"  not trusted: {p.message} (task {p.task})" for p in self.problems]
         if self.unknown_candidates:
             lines.append(f"  {len(self.unknown_candidates)} tasks match no candidate")
@@ -125,11 +198,20 @@ class ReviewReport(BaseModel):
 
 
 @dataclass(frozen=True)
+class ReviewRules:
+    """How an export is turned into decisions."""
+
+    default_annotators: int = DEFAULT_ANNOTATORS  # for tasks whose meta does not say
+    allow_under_annotated: bool = False
+    limits: Limits = field(default_factory=Limits)  # of the checks an edit must pass
+
+
+@dataclass(frozen=True)
 class Vote:
-    """One annotator's counted judgement of one candidate."""
+    """One annotator's counted annotation of one candidate."""
 
     annotator: str
-    verdict: str
+    verdict: str  # accept, reject, unsure or undecided
     reasons: tuple[str, ...]
     rewrite: str
     correction: str
@@ -140,8 +222,13 @@ class Vote:
 @dataclass(frozen=True)
 class Decision:
     status: Status
-    votes: tuple[Vote, ...]
-    agreement: float | None
+    votes: tuple[Vote, ...]  # every counted annotation, unsure and undecided included
+    agreement: float | None  # over the judgements
+    short: bool = False  # fewer judgements than the task asks for
+
+    @property
+    def judgements(self) -> tuple[Vote, ...]:
+        return tuple(v for v in self.votes if v.verdict in JUDGEMENTS)
 
 
 @dataclass
@@ -169,43 +256,66 @@ def parse_export(export: Any) -> tuple[list[ExportTask], list[Problem]]:
 
 
 def review_export(
-    export: Any, candidates: Iterable[Candidate], config: LabelingConfig
+    export: Any, candidates: Iterable[Candidate], config: LabelingConfig,
+    rules: ReviewRules | None = None,
 ) -> ReviewOutcome:
+    rules = rules or ReviewRules()
     tasks, problems = parse_export(export)
     known = {c.id: c for c in candidates}
     annotations = [a for t in tasks for a in t.annotations]
     votes_by_candidate: dict[str, list[Vote]] = {}
+    required: dict[str, int] = {}
     unknown: list[str] = []
     for task in tasks:
-        candidate_id = candidate_id_of(task.model_dump())
+        dumped = task.model_dump()
+        candidate_id = candidate_id_of(dumped)
         if candidate_id not in known:
             unknown.append(candidate_id or f"task {task.id} (no candidate id)")
             continue
+        wanted = required_annotators(dumped, rules.default_annotators)
+        required[candidate_id] = max(required.get(candidate_id, 0), wanted)
         votes = votes_by_candidate.setdefault(candidate_id, [])
         votes += _task_votes(task, candidate_id, config, problems)
-    decisions = {cid: decide(latest_per_annotator(v)) for cid, v in votes_by_candidate.items()}
-    items = [
-        reviewed_item(known[cid], decisions[cid])
-        for cid in known if cid in decisions and decisions[cid].status == "accepted"
-    ]
-    leaks = [item.id for item in items if _edited(item) and leaks_in_review(known[item.id], item)]
-    report = _report(decisions, items, annotations, unknown, problems, leaks)
+    decisions = {
+        cid: decide(latest_per_annotator(votes), required[cid], rules.allow_under_annotated)
+        for cid, votes in votes_by_candidate.items()
+    }
+    items, sent_back = _release(known, decisions, rules.limits)
+    report = _report(decisions, items, annotations, unknown, problems, sent_back)
     return ReviewOutcome(items=items, report=report)
 
 
-def _edited(item: CuqaItem) -> bool:
-    return item.review.rewritten or bool(getattr(item.review, "answer_corrected", False))
+def _release(
+    known: dict[str, Candidate], decisions: dict[str, Decision], limits: Limits
+) -> tuple[list[CuqaItem], list[SentBack]]:
+    """The accepted items whose edits pass the checks; the others are sent back (the decision
+    is updated to say so)."""
+    items, sent_back = [], []
+    for cid, candidate in known.items():
+        decision = decisions.get(cid)
+        if decision is None or decision.status != "accepted":
+            continue
+        item = reviewed_item(candidate, decision)
+        failures = edit_failures(candidate, item, limits)
+        if failures:
+            decisions[cid] = replace(decision, status="sent_back")
+            sent_back.append(SentBack(candidate=cid, question=item.question, answer=item.answer,
+                                      failures=failures))
+        else:
+            items.append(item)
+    return items, sent_back
 
 
-def leaks_in_review(candidate: Candidate, item: CuqaItem) -> list[CheckFailure]:
-    """The validators' leak checks on an item the review edited: a rewritten question, or a
-    corrected answer, must not let the question name the answer (or an alias) nor, in ABC,
-    the hidden bridge."""
-    reviewed = candidate.model_copy(update={
-        "question": item.question, "answer": item.answer, "answer_aliases": item.answer_aliases,
+def edit_failures(candidate: Candidate, item: CuqaItem, limits: Limits) -> list[CheckFailure]:
+    """The checks of the question and answer text, run again on an item the review edited: a
+    rewrite like "x", pasted markup, two questions in one box or a leaked answer fails here."""
+    if item.question == candidate.question and item.answer == candidate.answer:
+        return []
+    edited = candidate.model_copy(update={
+        "question": item.question, "answer": item.answer,
+        "answer_aliases": item.answer_aliases, "sub_questions": item.sub_questions,
     })
-    found = (answer_in_question(reviewed, Limits()), bridge_in_question(reviewed, Limits()))
-    return [failure for failure in found if failure is not None]
+    return check_edit(edited, limits)
 
 
 def _task_votes(
@@ -228,11 +338,35 @@ def _task_votes(
 def read_vote(
     annotation: ExportAnnotation, config: LabelingConfig
 ) -> tuple[Vote | None, list[str]]:
-    """The trusted parts of one annotation, and a message for each part that was not trusted."""
+    """The trusted parts of one annotation, and a message for each part that was not trusted.
+
+    No verdict at all is an undecided vote; a verdict that cannot be trusted is no vote.
+    """
+    values, problems = _trusted_values(annotation.result, config)
+    verdict = values.get(VERDICT)
+    if verdict is None:
+        if any(isinstance(i, dict) and i.get("from_name") == VERDICT for i in annotation.result):
+            problems.append("no valid verdict; the annotation does not count")
+            return None, problems
+        verdict = (UNDECIDED,)
+    judged = verdict[0]
+    vote = Vote(
+        annotator=annotator_name(annotation.completed_by),
+        verdict=judged,
+        reasons=values.get(REASONS, ()) if judged == REJECT else (),
+        rewrite=values.get(REWRITE, "") if judged == ACCEPT else "",
+        correction=values.get(CORRECTION, "") if judged == ACCEPT else "",
+        lead_time=annotation.lead_time,
+        order=(annotation.updated_at or "", annotation.id or 0),
+    )
+    return vote, problems
+
+
+def _trusted_values(result: list[Any], config: LabelingConfig) -> tuple[dict[str, Any], list[str]]:
     values: dict[str, Any] = {}
     repeated: set[str] = set()
     problems = []
-    for item in annotation.result:
+    for item in result:
         try:
             name, value = config.read_result(item)
         except ResultError as exc:
@@ -244,20 +378,7 @@ def read_vote(
     for name in sorted(repeated):  # two answers for one control: trust neither
         problems.append(f"{name}: given more than once; ignored")
         del values[name]
-    verdict = values.get(VERDICT, ())
-    if len(verdict) != 1:
-        problems.append("no valid verdict; the annotation does not count")
-        return None, problems
-    vote = Vote(
-        annotator=annotator_name(annotation.completed_by),
-        verdict=verdict[0],
-        reasons=values.get(REASONS, ()) if verdict[0] == REJECT else (),
-        rewrite=values.get(REWRITE, ""),
-        correction=values.get(CORRECTION, ""),
-        lead_time=annotation.lead_time,
-        order=(annotation.updated_at or "", annotation.id or 0),
-    )
-    return vote, problems
+    return values, problems
 
 
 def annotator_name(completed_by: int | dict[str, Any] | None) -> str:
@@ -274,19 +395,26 @@ def latest_per_annotator(votes: Sequence[Vote]) -> list[Vote]:
     return sorted(latest.values(), key=lambda v: v.order)
 
 
-def decide(votes: Sequence[Vote]) -> Decision:
-    if not votes:
-        return Decision(status="pending", votes=(), agreement=None)
+def decide(votes: Sequence[Vote], required: int = 1, allow_fewer: bool = False) -> Decision:
+    """Majority of the judgements; fewer than `required` is "incomplete" unless allowed."""
     counts = Counter(v.verdict for v in votes)
     accepts, rejects = counts[ACCEPT], counts[REJECT]
+    judged = accepts + rejects
+    if not judged:
+        return Decision(status="pending", votes=tuple(votes), agreement=None)
+    agreement = max(accepts, rejects) / judged
     status: Status = "accepted" if accepts > rejects else "rejected" if rejects > accepts else "tie"
-    return Decision(status=status, votes=tuple(votes), agreement=max(accepts, rejects) / len(votes))
+    short = judged < required
+    if short and not allow_fewer:
+        status = "incomplete"
+    return Decision(status=status, votes=tuple(votes), agreement=agreement, short=short)
 
 
 def reviewed_item(candidate: Candidate, decision: Decision) -> CuqaItem:
     """The released item: accepted, with the accepting annotators' rewrite and correction."""
     item = candidate.to_item()
-    accepting = [v for v in decision.votes if v.verdict == ACCEPT]
+    judgements = decision.judgements
+    accepting = [v for v in judgements if v.verdict == ACCEPT]
     question = chosen_edit(item.question, [v.rewrite for v in accepting])
     answer = chosen_edit(item.answer, [v.correction for v in accepting])
     extra: dict[str, Any] = {}
@@ -298,13 +426,14 @@ def reviewed_item(candidate: Candidate, decision: Decision) -> CuqaItem:
         updates |= _corrected_answer(item, answer)
     updates["review"] = Review(
         status="accepted",
-        annotators=[v.annotator for v in decision.votes],
+        annotators=[v.annotator for v in judgements],
         agreement=decision.agreement,
         rewritten=question != item.question,
         answer_corrected=answer != item.answer,
-        votes={ACCEPT: len(accepting), REJECT: len(decision.votes) - len(accepting)},
-        reasons=dict(Counter(r for v in decision.votes for r in v.reasons)),
-        seconds=_mean(v.lead_time for v in decision.votes),
+        votes={ACCEPT: len(accepting), REJECT: len(judgements) - len(accepting)},
+        unsure=sum(v.verdict == UNSURE for v in decision.votes),
+        reasons=dict(Counter(r for v in judgements for r in v.reasons)),
+        seconds=_mean(v.lead_time for v in judgements),
         **extra,
     )
     return item.model_copy(update=updates)
@@ -313,7 +442,7 @@ def reviewed_item(candidate: Candidate, decision: Decision) -> CuqaItem:
 def chosen_edit(original: str, proposals: Sequence[str]) -> str:
     """The edit most accepting annotators proposed (the latest on a tie), else the original.
 
-    A text area left as pre-filled, or emptied, proposes no edit.
+    An empty text area, or one that repeats the original, proposes no edit.
     """
     edits = [p for p in proposals if p and _squash(p) != _squash(original)]
     if not edits:
@@ -342,37 +471,92 @@ def _mean(values: Iterable[float | None]) -> float | None:
     return round(mean(present), 3) if present else None
 
 
+def _rate(value: float | None) -> str:
+    return f"{value:.0%}" if value is not None else "n/a"
+
+
+def _ids(ids: Sequence[str]) -> str:
+    shown = ", ".join(ids[:_SHOWN_IDS])
+    return shown + (f" and {len(ids) - _SHOWN_IDS} more" if len(ids) > _SHOWN_IDS else "")
+
+
+def per_annotator(votes: Iterable[Vote]) -> dict[str, AnnotatorStats]:
+    by_annotator: dict[str, list[Vote]] = {}
+    for vote in votes:
+        by_annotator.setdefault(vote.annotator, []).append(vote)
+    stats = {}
+    for name in sorted(by_annotator):
+        mine = by_annotator[name]
+        counts = Counter(v.verdict for v in mine)
+        judged = counts[ACCEPT] + counts[REJECT]
+        stats[name] = AnnotatorStats(
+            judgements=judged, accepted=counts[ACCEPT], rejected=counts[REJECT],
+            unsure=counts[UNSURE], undecided=counts[UNDECIDED],
+            accept_rate=round(counts[ACCEPT] / judged, 4) if judged else None,
+            seconds_per_task=_mean(v.lead_time for v in mine),
+        )
+    return stats
+
+
+def most_disagreed(
+    decisions: dict[str, Decision], limit: int = MOST_DISAGREED
+) -> list[Disagreement]:
+    """Candidates whose judgements split, the least agreed (then the most judged) first."""
+    split = [(cid, d) for cid, d in decisions.items()
+             if d.agreement is not None and d.agreement < 1]
+    split.sort(key=lambda pair: (pair[1].agreement, -len(pair[1].judgements), pair[0]))
+    return [
+        Disagreement(
+            candidate=cid, status=d.status, agreement=round(d.agreement or 0.0, 4),
+            accept=sum(v.verdict == ACCEPT for v in d.votes),
+            reject=sum(v.verdict == REJECT for v in d.votes),
+            unsure=sum(v.verdict == UNSURE for v in d.votes),
+        )
+        for cid, d in split[:limit]
+    ]
+
+
 def _report(
     decisions: dict[str, Decision],
     items: list[CuqaItem],
     annotations: list[ExportAnnotation],
     unknown: list[str],
     problems: list[Problem],
-    leaks: list[str],
+    sent_back: list[SentBack],
 ) -> ReviewReport:
     statuses = Counter(d.status for d in decisions.values())
-    votes = [v for d in decisions.values() for v in d.votes]
-    reviewed = len(decisions) - statuses["pending"]
-    multi = [d.agreement for d in decisions.values() if len(d.votes) >= 2]
+    counted = [v for d in decisions.values() for v in d.votes]
+    judgements = [v for v in counted if v.verdict in JUDGEMENTS]
+    verdicts = Counter(v.verdict for v in counted)
+    decided = statuses["accepted"] + statuses["rejected"] + statuses["tie"] + len(sent_back)
+    multi = [d.agreement for d in decisions.values() if len(d.judgements) >= 2]
     return ReviewReport(
         tasks=len(decisions),
-        reviewed=reviewed,
+        reviewed=len(decisions) - statuses["pending"],
         pending=statuses["pending"],
         accepted=statuses["accepted"],
         rejected=statuses["rejected"],
         ties=statuses["tie"],
-        accept_rate=round(statuses["accepted"] / reviewed, 4) if reviewed else None,
+        incomplete=statuses["incomplete"],
+        accept_rate=round(statuses["accepted"] / decided, 4) if decided else None,
         rewritten=sum(i.review.rewritten for i in items),
         answers_corrected=sum(bool(getattr(i.review, "answer_corrected", False)) for i in items),
-        reject_reasons=dict(Counter(r for v in votes for r in v.reasons).most_common()),
+        reject_reasons=dict(Counter(r for v in judgements for r in v.reasons).most_common()),
         annotations=len(annotations),
         cancelled=sum(a.was_cancelled for a in annotations),
-        votes=len(votes),
-        annotators=len({v.annotator for v in votes}),
+        unsure=verdicts[UNSURE],
+        undecided=verdicts[UNDECIDED],
+        votes=len(judgements),
+        annotators=len({v.annotator for v in counted}),
         multi_annotated=len(multi),
         mean_agreement=_mean(multi),
-        seconds_per_task=_mean(v.lead_time for v in votes),
-        rewrites_leaking_answer=leaks,
+        seconds_per_task=_mean(v.lead_time for v in counted),
+        per_annotator=per_annotator(counted),
+        most_disagreed=most_disagreed(decisions),
+        sent_back=sent_back,
+        needs_more_reviews=[cid for cid, d in decisions.items() if d.status == "incomplete"],
+        decided_with_fewer=[cid for cid, d in decisions.items()
+                            if d.status != "incomplete" and d.short],
         unknown_candidates=unknown,
         problems=problems,
     )

@@ -1,40 +1,38 @@
-"""Candidates -> Label Studio tasks, with the automatic verdicts as pre-annotations.
+"""Candidates -> Label Studio tasks that show the automatic verdicts as information only.
 
 Each task's `data` fills every `$variable` of the labeling config (the server refuses a task
-missing one), `meta.candidate_id` ties it back to `candidates.jsonl`, and one inline prediction
-pre-selects accept (passed every check) or reject with the reasons the checks point to, and
-pre-fills both text areas with the generated question and answer so an annotator edits in place.
+missing one) and `meta` ties it back to `candidates.jsonl` and says how many independent
+judgements it needs. Tasks carry no prediction: a pre-selected verdict or a pre-filled text box
+invites a one-click accept and makes "no change" and "I checked it" look the same, so the
+checks' suggestion and evidence are shown beside the decision instead.
 """
 
 from __future__ import annotations
 
 import html
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, Literal
 
+from pydantic import ValidationError
+
 from cuqa_builder import __version__
-from cuqa_builder.annotation.config import (
-    ACCEPT,
-    CORRECTION,
-    REASONS,
-    REJECT,
-    REWRITE,
-    VERDICT,
-    LabelingConfig,
-)
-from cuqa_builder.records import Candidate, CheckFailure, SubQuestion, Validation
+from cuqa_builder.records import Candidate, CheckFailure, EventRef, SubQuestion, Validation
+from cuqa_builder.validation.checks import hidden_bridges
+from cuqa_builder.validation.probes import ProbeAnswer, ProbeResult
 from cuqa_builder.wiki.wikitext import revision_url
 
 Only = Literal["passed", "all"]
-# Label Studio pre-labels a task with the predictions of the project's model version only, so
-# it stays the same across releases of this tool (a reused project keeps its pre-labels); the
-# tool version goes in each task's meta instead.
-MODEL_VERSION = "cuqa-builder-checks"
 TOOL = f"cuqa-builder {__version__}"
 CANDIDATE_ID = "candidate_id"
+ANNOTATORS = "annotators"  # task meta: how many independent judgements the task needs
+# Two, so that no item reaches the release on one person's click: an accept needs a second
+# independent accept (1-1 is a tie, not an accept), and disagreement becomes measurable. Three
+# would settle ties by majority at half as much again of the reviewing time.
+DEFAULT_ANNOTATORS = 2
 
 # Check names come from the validators and probes; the first keyword found in a failed check's
-# name picks the reject reason offered to the annotator ("other" when none matches).
+# name picks the reject reason the checks point to ("other" when none matches).
 _REASON_KEYWORDS: tuple[tuple[str, str], ...] = (
     ("not unknown", "not unknown"),
     ("cutoff", "not unknown"),
@@ -45,12 +43,38 @@ _REASON_KEYWORDS: tuple[tuple[str, str], ...] = (
     ("in question", "other"),
     ("duplicate", "other"),
     ("answer", "answer wrong"),
+    ("markup", "unnatural"),
     ("residue", "unnatural"),
     ("echo", "unnatural"),
     ("length", "unnatural"),
     ("question", "unnatural"),
 )
 FALLBACK_REASON = "other"
+_SHOWN_BRIDGES = 3
+
+
+@dataclass(frozen=True)
+class SourceLinks:
+    """Whether the run's revision ids are real, and so may become links.
+
+    A run whose pages were fetched knows its revisions exist on that wiki; a local snapshot's
+    revision ids are whatever its sidecars say (the shipped example's are placeholders such as
+    1 and 2, which on Wikipedia are ancient, unrelated revisions), so they get no link.
+    """
+
+    index_url: str | None  # the wiki's index.php; None: no links
+    origin: str  # where the pages came from, as the task says it
+
+    @classmethod
+    def fetched(cls, index_url: str, api_url: str) -> SourceLinks:
+        return cls(index_url=index_url, origin=f"as fetched from {api_url}")
+
+    @classmethod
+    def unverified(cls, origin: str) -> SourceLinks:
+        return cls(index_url=None, origin=origin)
+
+
+NO_LINKS = SourceLinks.unverified("the run has no page manifest")
 
 
 def select_candidates(candidates: Iterable[Candidate], only: Only) -> list[Candidate]:
@@ -60,15 +84,19 @@ def select_candidates(candidates: Iterable[Candidate], only: Only) -> list[Candi
     return [c for c in candidates if c.validation is not None and c.validation.passed]
 
 
-def build_tasks(candidates: Iterable[Candidate], config: LabelingConfig) -> list[dict[str, Any]]:
-    return [build_task(candidate, config) for candidate in candidates]
+def build_tasks(
+    candidates: Iterable[Candidate], links: SourceLinks = NO_LINKS,
+    annotators: int = DEFAULT_ANNOTATORS,
+) -> list[dict[str, Any]]:
+    return [build_task(candidate, links, annotators) for candidate in candidates]
 
 
-def build_task(candidate: Candidate, config: LabelingConfig) -> dict[str, Any]:
+def build_task(
+    candidate: Candidate, links: SourceLinks = NO_LINKS, annotators: int = DEFAULT_ANNOTATORS
+) -> dict[str, Any]:
     return {
-        "data": task_data(candidate),
-        "meta": {CANDIDATE_ID: candidate.id, "tool": TOOL},
-        "predictions": [prediction(candidate, config)],
+        "data": task_data(candidate, links),
+        "meta": {CANDIDATE_ID: candidate.id, ANNOTATORS: annotators, "tool": TOOL},
     }
 
 
@@ -80,7 +108,14 @@ def candidate_id_of(task: dict[str, Any]) -> str | None:
     return None
 
 
-def task_data(candidate: Candidate) -> dict[str, str]:
+def required_annotators(task: dict[str, Any], default: int) -> int:
+    """The judgements a task needs: what push wrote into its meta, else `default`."""
+    meta = task.get("meta")
+    wanted = meta.get(ANNOTATORS) if isinstance(meta, dict) else None
+    return wanted if isinstance(wanted, int) and wanted >= 1 else default
+
+
+def task_data(candidate: Candidate, links: SourceLinks = NO_LINKS) -> dict[str, str]:
     event = candidate.event
     return {
         CANDIDATE_ID: candidate.id,
@@ -88,39 +123,109 @@ def task_data(candidate: Candidate) -> dict[str, str]:
         "answer": candidate.answer,
         "aliases": _aliases_line(candidate.answer_aliases),
         "kind": f"{candidate.type} · {candidate.difficulty} · knowledge cutoff {candidate.cutoff}",
+        "type_note": type_note(candidate),
         "unknown_pair": _pairs(candidate.sub_questions, "unknown"),
         "known_pair": _pairs(candidate.sub_questions, "known"),
-        "event_date": event.date.isoformat(),
+        "event_date": f"dated {event.date.isoformat()}",
         "event_text": event.text,
-        "revision_link": _revision_link(event.source_title, event.revid),
+        "revision_link": revision_link(event, links),
         "known_passage": "\n\n".join(known_passages(candidate)),
-        "checks": _checks_summary(candidate),
+        "checks": checks_summary(candidate.validation),
+        "evidence": evidence(candidate),
     }
 
 
-def prediction(candidate: Candidate, config: LabelingConfig) -> dict[str, Any]:
-    result = [
-        *_verdict(candidate.validation, config.reasons),
-        _text(REWRITE, "question", candidate.question),
-        _text(CORRECTION, "answer", candidate.answer),
-    ]
-    return {"model_version": MODEL_VERSION, "result": result}
+def type_note(candidate: Candidate) -> str:
+    """One line on what AAB / ABC and the bridge mean for this item."""
+    if candidate.type == "AAB":
+        note = ("AAB: the unknown and the known part have the same answer; the question asks "
+                "for it through both descriptions at once.")
+    else:
+        bridges = hidden_bridges(candidate)[:_SHOWN_BRIDGES]
+        named = f" (here: {' / '.join(bridges)})" if bridges else ""
+        note = (f"ABC: the unknown part's answer is the bridge{named}; the known part asks about "
+                "it. The question must describe the bridge through the event, never name it.")
+    if candidate.difficulty == "hard":
+        note = "Hard: two easy items joined once more (4 hops). " + note
+    return note
 
 
-def _verdict(validation: Validation | None, allowed: frozenset[str]) -> list[dict[str, Any]]:
-    """Accept when every check passed, else reject with reasons; nothing when never validated."""
+def revision_link(event: EventRef, links: SourceLinks) -> str:
+    """HTML: a link to the exact revision when it is real, else a line saying why there is none."""
+    title = html.escape(event.source_title)
+    if event.revid is None:
+        return f"{title} (no revision recorded: no link)"
+    if links.index_url is None:
+        return html.escape(
+            f"{event.source_title}, revision id {event.revid} from {links.origin}: not a "
+            "verified Wikipedia revision, so no link is given."
+        )
+    href = html.escape(revision_url(event.source_title, event.revid, links.index_url), quote=True)
+    label = f"{title}, revision {event.revid}"
+    return (f'<a href="{href}" target="_blank" rel="noopener">{label}</a> '
+            f"{html.escape(links.origin)}")
+
+
+def checks_summary(validation: Validation | None) -> str:
+    """The checks' suggestion, worded as information."""
     if validation is None:
-        return []
+        return "Not validated: the checks suggest nothing."
     if validation.passed:
-        return [_choices(VERDICT, [ACCEPT])]
-    reasons = suggested_reasons(validation.failures, allowed)
-    return [_choices(VERDICT, [REJECT]), *([_choices(REASONS, reasons)] if reasons else [])]
+        return "Checks suggest: accept. Every automatic check passed."
+    reasons = ", ".join(suggested_reasons(validation.failures)) or FALLBACK_REASON
+    count = len(validation.failures)
+    return f"Checks suggest: reject ({reasons}). {count} check{'s' * (count != 1)} failed:"
 
 
-def suggested_reasons(failures: Iterable[CheckFailure], allowed: frozenset[str]) -> list[str]:
+def evidence(candidate: Candidate) -> str:
+    """What the automatic verdicts found, one plain-text line each; "" when there is nothing.
+
+    The one place a task's evidence is put together: later verdicts (grounding sentences of the
+    entity articles, critic notes) join here.
+    """
+    validation = candidate.validation
+    if validation is None:
+        return ""
+    lines = [f"✗ {f.check}: {f.reason}" for f in validation.failures]
+    lines += _probe_lines(validation.probes)
+    return "\n".join(lines)
+
+
+def _probe_lines(probes: dict[str, Any]) -> list[str]:
+    if not probes:
+        return []
+    try:
+        result = ProbeResult.model_validate(probes)
+    except ValidationError:
+        return ["Probe results are recorded in a form this version cannot read."]
+    lines = [
+        _probe_line(f"{result.model} closed-book", result.closed_book,
+                    right="may already know it", wrong="as an unknown question should be"),
+        *(_probe_line(f"known part {_quoted(p.question)}", p, right="known, as it should be",
+                      wrong="the known part may not be common knowledge")
+          for p in result.known),
+        _probe_line("given the unknown part's answer", result.with_unknown_answer,
+                    right="the parts compose", wrong="the parts may not compose"),
+    ]
+    return lines
+
+
+def _probe_line(what: str, answer: ProbeAnswer, *, right: str, wrong: str) -> str:
+    verdict = f"right: {right}" if answer.correct else f"wrong: {wrong}"
+    return f"• {what}: said {_quoted(answer.prediction)} ({verdict})"
+
+
+def _quoted(text: str, limit: int = 80) -> str:
+    text = " ".join(text.split())
+    return f"“{text if len(text) <= limit else text[:limit] + '…'}”"
+
+
+def suggested_reasons(
+    failures: Iterable[CheckFailure], allowed: frozenset[str] | None = None
+) -> list[str]:
     """Reject reasons that the failed checks point to, in the config's vocabulary."""
     reasons = dict.fromkeys(_reason_for(f.check) for f in failures)
-    return [r for r in reasons if r in allowed]
+    return [r for r in reasons if allowed is None or r in allowed]
 
 
 def known_passages(candidate: Candidate) -> list[str]:
@@ -135,15 +240,6 @@ def _reason_for(check: str) -> str:
     return next((reason for key, reason in _REASON_KEYWORDS if key in name), FALLBACK_REASON)
 
 
-def _choices(name: str, values: list[str]) -> dict[str, Any]:
-    return {"from_name": name, "to_name": "question", "type": "choices",
-            "value": {"choices": values}}
-
-
-def _text(name: str, to_name: str, text: str) -> dict[str, Any]:
-    return {"from_name": name, "to_name": to_name, "type": "textarea", "value": {"text": [text]}}
-
-
 def _aliases_line(aliases: list[str]) -> str:
     return f"Also accepted: {'; '.join(aliases)}" if aliases else ""
 
@@ -153,18 +249,3 @@ def _pairs(sub_questions: list[SubQuestion], kind: str) -> str:
     if len(pairs) <= 1:
         return "".join(pairs)
     return "\n\n".join(f"({n}) {pair}" for n, pair in enumerate(pairs, start=1))
-
-
-def _revision_link(title: str, revid: int | None) -> str:
-    label = f"{title} (revision {revid})" if revid is not None else title
-    href = html.escape(revision_url(title, revid), quote=True)
-    return f'<a href="{href}" target="_blank" rel="noopener">{html.escape(label)}</a>'
-
-
-def _checks_summary(candidate: Candidate) -> str:
-    if candidate.validation is None:
-        return "Not validated."
-    lines = [f"✗ {f.check}: {f.reason}" for f in candidate.validation.failures]
-    if candidate.validation.passed:
-        lines.insert(0, "Passed every automatic check.")
-    return "\n".join(lines) or "Failed (no reason recorded)."

@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
+from datetime import date, datetime, timezone
 from pathlib import Path
 
 from cuqa_builder import __version__
 from cuqa_builder.cli.flags import add_flags, options_from
 from cuqa_builder.cli.shell import add_verbosity_flags, run_command
+from cuqa_builder.cutoff_estimate import CutoffProbeResult, resolve_cutoff
 from cuqa_builder.errors import CuqaError, Paused, UsageError
 from cuqa_builder.llm.settings import LLMOptions
-from cuqa_builder.run import RunContext, load_run_info, save_run_info
+from cuqa_builder.run import (
+    RunContext,
+    RunInfo,
+    WindowExtension,
+    load_run_info,
+    save_run_info,
+    set_aside_candidates,
+)
 from cuqa_builder.stages.options import (
     BuildOptions,
     GenerateOptions,
@@ -21,9 +31,10 @@ from cuqa_builder.stages.options import (
 )
 from cuqa_builder.stages.registry import BY_NAME, STAGES, Stage, run_stage
 from cuqa_builder.validation.limits import Limits
-from cuqa_builder.window import Window
+from cuqa_builder.window import Window, parse_cutoff, parse_until
 
 PROG = "cuqa-build"
+DIFF = "diff"  # `cuqa-build diff OLD NEW`: a first word, so every `cuqa-build --flag` still works
 
 
 def _epilog() -> str:
@@ -33,7 +44,11 @@ def _epilog() -> str:
         "stages (each reads the previous stage's file in --out, so any can be re-run alone):\n"
         + "\n".join(lines)
         + f"\n  {'all':<{width}}  (fetch unless --source,) events, generate and validate, and "
-        "release when --name is given\n\nA killed run resumes: run the same command again.\n"
+        "release when --name is given\n\nA killed run resumes: run the same command again. "
+        "A later --until on an existing run\nrefreshes it: new days are fetched, recent pages "
+        "re-checked (--settle), stale candidates\nregenerated.\n\n"
+        f"{PROG} {DIFF} OLD NEW: compare two releases; writes NEW/CHANGELOG.md and a section of "
+        "NEW's card.\n"
     )
 
 
@@ -50,16 +65,23 @@ def build_parser() -> argparse.ArgumentParser:
     window.add_argument(
         "--cutoff",
         help="the model's knowledge cutoff: YYYY-MM (end of that month) or YYYY-MM-DD; events "
-        "dated after it are unknown (required for a new run, recorded in OUT/run.json)",
+        "dated after it are unknown (required for a new run, recorded in OUT/run.json). "
+        "auto:MODEL takes the estimate of `cuqa-eval cutoff --model MODEL` (or auto:DIR, a "
+        "probe's output). A comma-separated list, none before the run's cutoff, makes a "
+        "release with one subset per cutoff",
     )
-    window.add_argument("--until", help="last day of the window, YYYY-MM[-DD] (default: today)")
+    window.add_argument(
+        "--until",
+        help="last day of the window, YYYY-MM[-DD] or `today` (default: the run's recorded "
+        "one, else today); a later one on an existing run extends it (a refresh)",
+    )
     run = parser.add_argument_group("run")
     run.add_argument("--out", type=Path, required=True, help="run directory")
     run.add_argument("--stage", choices=(*BY_NAME, "all"), default="all",
                      help="stage to run (default: all)")
     add_flags(run, GenerateOptions)
     add_verbosity_flags(run)
-    add_flags(run, BuildOptions, only=["quiet"])
+    add_flags(run, BuildOptions, only=["quiet", "force", "reseed"])
     source = parser.add_argument_group("Wikipedia source")
     where = source.add_mutually_exclusive_group()
     add_flags(where, SourceOptions, only=["source", "wiki_api"])
@@ -68,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     checks = parser.add_argument_group("validation and probes")
     add_flags(checks, ValidateOptions, exclude=["limits"])
     add_flags(checks, Limits)
-    add_flags(parser.add_argument_group("release"), ReleaseOptions)
+    add_flags(parser.add_argument_group("release"), ReleaseOptions, exclude=["cutoffs"])
     return parser
 
 
@@ -83,6 +105,8 @@ def _options(parser: argparse.ArgumentParser, args: argparse.Namespace, seed: in
         ),
         release=options_from(parser, ReleaseOptions, args),
         quiet=args.quiet,
+        force=args.force,
+        reseed=args.reseed,
     )
 
 
@@ -105,22 +129,114 @@ def _plan(stage: str, options: BuildOptions) -> list[Stage]:
     return [BY_NAME[name] for name in names]
 
 
+def _given_cutoffs(text: str | None) -> dict[str, CutoffProbeResult | None]:
+    """`--cutoff A[,B...]` in date order, `auto:MODEL` resolved: label -> the probe it came from."""
+    if not text:
+        return {}
+    resolved = [resolve_cutoff(part) for part in text.split(",") if part.strip()]
+    return dict(sorted(dict(resolved).items(), key=lambda entry: parse_cutoff(entry[0])))
+
+
+def _run_cutoff(out: Path, given: list[str], recorded: str | None, stage: str) -> str:
+    """The run's own cutoff: a new run takes the earliest given; an existing run keeps its
+    recorded one. Later cutoffs name the release's extra subsets; but when the earliest given is
+    not the run's, a stage other than release would build for another cutoff in this directory
+    and mix two runs, so it is refused. Cutoffs earlier than the recorded one are refused
+    before this."""
+    if recorded is None:
+        if not given:
+            raise UsageError("--cutoff is required for a new run directory")
+        return given[0]
+    if stage != "release" and given and given[0] != recorded:
+        raise UsageError(
+            f"{out} was built for cutoff {recorded}; a run for --cutoff {','.join(given)} "
+            "needs another --out"
+        )
+    return recorded
+
+
+def _refuse_earlier_cutoffs(given: list[str], recorded: str | None) -> None:
+    if recorded is None:
+        return
+    for label in given:
+        if parse_cutoff(label) < parse_cutoff(recorded):
+            raise UsageError(
+                f"cutoff {label} is earlier than this run's cutoff {recorded}: the run holds no "
+                f"events up to {recorded} and its known hops may need knowledge up to it; "
+                "build another run (--out) for an earlier cutoff"
+            )
+
+
+def _until(given: str | None, recorded: str | None) -> tuple[str | None, WindowExtension | None]:
+    """The window's last day: the recorded one unless --until is given. A later --until extends
+    the run (recorded as a WindowExtension); an earlier one would silently drop events."""
+    if given is None or recorded is None:
+        return given or recorded, None
+    new, old = parse_until(given), date.fromisoformat(recorded)
+    if new < old:
+        raise UsageError(
+            f"--until {new} is before this run's last day {old}: a run's window only grows "
+            "(a refresh extends it); use another --out for a shorter window"
+        )
+    if new == old:
+        return given, None
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return given, WindowExtension(previous_until=recorded, until=new.isoformat(), at=now)
+
+
+def _probes(recorded: RunInfo, used: list[CutoffProbeResult]) -> list[CutoffProbeResult] | None:
+    """The run's probe records with the ones used now (one per model, the latest)."""
+    if not used:
+        return None
+    by_model = {probe.model: probe for probe in [*recorded.cutoff_probes, *used]}
+    return list(by_model.values())
+
+
 def _start_run(
-    parser: argparse.ArgumentParser, args: argparse.Namespace, record: bool = True
+    args: argparse.Namespace, options: BuildOptions, record: bool = True
 ) -> RunContext:
     """The window and options of this run; run.json records the cutoff, window and seed, and
     a resumed run keeps the ones it started with (`record=False`: nothing is written)."""
+    if args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"--out {args.out} is a file; give a directory for the run")
     recorded = load_run_info(args.out)
-    cutoff = args.cutoff or recorded.cutoff
-    if not cutoff:
-        raise UsageError("--cutoff is required for a new run directory")
-    window = Window.parse(cutoff, args.until or recorded.until)
+    given = _given_cutoffs(args.cutoff)
+    _refuse_earlier_cutoffs(list(given), recorded.cutoff)
+    until, extension = _until(args.until, recorded.until)
+    window = Window.parse(_run_cutoff(args.out, list(given), recorded.cutoff, args.stage), until)
+    for label in given:  # each subset's window must hold days, as the run's does
+        Window.parse(label, window.until.isoformat())
     seed = args.seed if args.seed is not None else (recorded.seed or 0)
-    options = _options(parser, args, seed)
+    if recorded.seed is not None and seed != recorded.seed and record:
+        _change_seed(args.out, recorded.seed, seed, options.reseed)
+    generate = options.generate.model_copy(update={"seed": seed})
+    release = options.release.model_copy(update={"cutoffs": tuple(given) or (window.label,)})
+    options = options.model_copy(update={"generate": generate, "release": release})
     if record:
         args.out.mkdir(parents=True, exist_ok=True)
-        save_run_info(args.out, cutoff=window.label, until=window.until.isoformat(), seed=seed)
+        extensions = [*recorded.extensions, extension] if extension else None
+        save_run_info(
+            args.out, cutoff=window.label, until=window.until.isoformat(), seed=seed,
+            extensions=extensions,
+            cutoff_probes=_probes(recorded, [probe for probe in given.values() if probe]),
+        )
     return RunContext(out=args.out, window=window, options=options)
+
+
+def _change_seed(out: Path, old: int, new: int, reseed: bool) -> None:
+    """A new seed would mix two seeds' candidates (two items for one event): refused, unless
+    `--reseed` says to set the old ones aside and start afresh."""
+    if not reseed:
+        raise UsageError(
+            f"{out} was generated with --seed {old}; --seed {new} would mix two seeds' "
+            "candidates: use another --out, or add --reseed to set the old ones aside"
+        )
+    set_aside = set_aside_candidates(out, old)
+    logging.getLogger(__name__).warning(
+        "--reseed: seed %d -> %d; %s", old, new,
+        f"kept the old candidates as {', '.join(map(str, set_aside))}" if set_aside
+        else "no candidates to set aside",
+    )
 
 
 class StageFailed(CuqaError):
@@ -130,17 +246,23 @@ class StageFailed(CuqaError):
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == [DIFF]:
+        from cuqa_builder.cli.diff import main as diff_main
+
+        return diff_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
+    options = _options(parser, args, seed=0)  # every flag checked before anything runs
 
     def build(args: argparse.Namespace) -> int:
-        if args.estimate:  # before any call, and nothing written
+        if options.llm.estimate:  # before any call, and nothing written
             from cuqa_builder.stages.estimate import estimate_build
 
-            ctx = _start_run(parser, args, record=False)
+            ctx = _start_run(args, options, record=False)
             print(estimate_build(ctx, _plan(args.stage, ctx.options)))
             return 0
-        ctx = _start_run(parser, args)
+        ctx = _start_run(args, options)
         for stage in _plan(args.stage, ctx.options):
             try:
                 summary = run_stage(stage, ctx)

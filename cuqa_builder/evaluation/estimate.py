@@ -13,14 +13,15 @@ from __future__ import annotations
 import argparse
 
 from cuqa_builder.evaluation.datasets import load_items
-from cuqa_builder.judge import JUDGE_PROMPT, judge
+from cuqa_builder.judge import DEFAULT_JUDGE_PROMPT, judge
 from cuqa_builder.llm.estimate import CallPlan, describe
 from cuqa_builder.llm.prices import PriceTable
 from cuqa_builder.llm.settings import LOCAL_SLOTS_MAX, LLMSettings, resolve_settings
 from cuqa_builder.llm.types import ChatRequest, ChatResult, TokenLogprob
+from cuqa_builder.retrieval.types import Passage
 from cuqa_builder.run import LLM_CACHE
 from cuqa_builder.solvers import NO_RETRIEVAL, get_solver
-from cuqa_builder.solvers.base import Passage, SolverOptions, SolverRun
+from cuqa_builder.solvers.base import SolverOptions, SolverRun
 from cuqa_builder.stages.generate import calibration
 
 STAND_IN_ANSWER = "So the answer is unknown."
@@ -39,7 +40,7 @@ class PlanningGateway:
         chars = sum(len(m.get("content") or "") for m in request.messages)
         template = request.template or "chat"
         out = self.plan.add(template, chars, request.max_tokens or 256, ANSWER_TOKENS)
-        text = "No" if template == JUDGE_PROMPT else STAND_IN_ANSWER
+        text = "No" if template.startswith("judge") else STAND_IN_ANSWER
         logprobs = [TokenLogprob(token=t, logprob=-0.1) for t in text.split()] \
             if request.logprobs else None
         return ChatResult(text=text, model=self.model, logprobs=logprobs,
@@ -64,13 +65,15 @@ async def plan_evaluation(
             args.judge_model, calibration(settings, args.judge_model))
     solver = get_solver(args.method)
     retriever = None if args.method in NO_RETRIEVAL else StandInRetriever()
-    items = load_items(args.data, split=args.split, limit=args.limit)
+    items = load_items(args.data, split=args.split, limit=args.limit,
+                       aliases=getattr(args, "aliases", True))
     for item in items:
         run = SolverRun(PlanningGateway(plan), retriever, options)
         answer = (await solver(item.question, run)).strip()
         plan.rounds = max(plan.rounds, run.llm_calls)
         if judge_plan is not None:
-            await judge(PlanningGateway(judge_plan), item.question, answer or "x", item.answers)
+            await judge(PlanningGateway(judge_plan), item.question, answer or "x", item.answers,
+                        getattr(args, "judge_prompt", None) or DEFAULT_JUDGE_PROMPT)
     plan.notes.append(f"{len(items)} items; each method's shortest path (a model that answers "
                       "at once): iterating or decomposing methods can call more")
     if judge_plan is not None and judge_plan is not plan:

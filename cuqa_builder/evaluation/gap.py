@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from cuqa_builder.evaluation.datasets import EvalItem
 from cuqa_builder.evaluation.harness import (
     EvalError,
     Evaluation,
@@ -20,13 +21,11 @@ from cuqa_builder.evaluation.harness import (
     evaluate,
     load_predictions,
 )
-from cuqa_builder.evaluation.metrics import GapResult, compositionality_gap
-from cuqa_builder.evaluation.records import EvalItem
-from cuqa_builder.jsonio import atomic_write_json
+from cuqa_builder.evaluation.metrics import compositionality_gap
+from cuqa_builder.evaluation.outputs import GAP, GapFile, GapResult, write_output
 
 COMPOSED_DIR = "composed"
 SUB_QUESTIONS_DIR = "sub-questions"
-GAP = "gap.json"
 
 
 def sub_question_items(items: Sequence[EvalItem]) -> list[EvalItem]:
@@ -48,9 +47,9 @@ async def evaluate_gap(
     if not composed:
         raise EvalError("no item has sub-questions: the gap needs CuQA-style items")
     subs = sub_question_items(composed)
-    settings = {**evaluation.settings, "part": "composed"}
+    settings = evaluation.settings.model_copy(update={"part": "composed"})
     whole = await evaluate(replace(evaluation, settings=settings), composed, out / COMPOSED_DIR)
-    settings = {**evaluation.settings, "part": "sub-questions"}
+    settings = evaluation.settings.model_copy(update={"part": "sub-questions"})
     parts = await evaluate(replace(evaluation, settings=settings), subs, out / SUB_QUESTIONS_DIR)
 
     wanted = {item.id for item in composed}
@@ -67,6 +66,6 @@ async def evaluate_gap(
     complete = {k: v for k, v in subs_right.items() if len(v) == expected[k]}
     result = compositionality_gap(composed_right, complete)
     judged_by = "judge" if evaluation.judge_gateway is not None else "exact match"
-    atomic_write_json(out / GAP, {"run": evaluation.settings, "correct_by": judged_by,
-                                  **result.model_dump()})
+    write_output(out / GAP, GapFile(run=evaluation.settings, correct_by=judged_by,
+                                    **result.model_dump()))
     return result, whole, parts

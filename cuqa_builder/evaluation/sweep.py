@@ -12,14 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
+from cuqa_builder.evaluation.datasets import EvalItem
 from cuqa_builder.evaluation.harness import Evaluation, evaluate
-from cuqa_builder.evaluation.records import EvalItem
-from cuqa_builder.jsonio import atomic_write_json
+from cuqa_builder.evaluation.outputs import SWEEP, MetricsFile, SweepFile, SweepRow, write_output
 from cuqa_builder.solvers.base import SolverOptions
-
-SWEEP = "sweep.json"
 
 # The paper's grids (section 6.1-6.3).
 DEFAULT_VALUES: dict[str, tuple[float, ...]] = {
@@ -52,27 +49,26 @@ def setting_dir(out: Path, param: str, value: float | int) -> Path:
 async def sweep(
     evaluation: Evaluation, items: Sequence[EvalItem], out: Path, param: str,
     values: Sequence[float | int],
-) -> list[dict[str, Any]]:
-    field = option_field(param, str(evaluation.settings.get("method")))
+) -> list[SweepRow]:
+    field = option_field(param, evaluation.settings.method)
     # Every value is checked before the first run, so a bad one cannot end a long sweep midway.
     grid = [
         SolverOptions.checked(**{**evaluation.options.model_dump(), field: value})
         for value in values
     ]
-    rows: list[dict[str, Any]] = []
+    report = SweepFile(param=param, run=evaluation.settings)
     for value, options in zip(values, grid, strict=True):
-        settings = {**evaluation.settings, "options": options.model_dump()}
+        settings = evaluation.settings.model_copy(update={"options": options})
         outcome = await evaluate(
             replace(evaluation, options=options, settings=settings), items,
             setting_dir(out, param, value),
         )
-        rows.append({"value": value, **_headline(outcome.metrics)})
+        report.settings.append(_row(value, outcome.metrics))
         # Rewritten after every setting, so a killed sweep still shows what it finished.
-        atomic_write_json(out / SWEEP, {"param": param, "run": evaluation.settings,
-                                        "settings": rows})
-    return rows
+        write_output(out / SWEEP, report)
+    return report.settings
 
 
-def _headline(metrics: dict[str, Any]) -> dict[str, Any]:
-    keys = ("n", "em", "f1", "acc", "retrieval_calls", "llm_calls", "tokens", "cost", "complete")
-    return {key: metrics[key] for key in keys}
+def _row(value: float, metrics: MetricsFile) -> SweepRow:
+    headline = metrics.model_dump(exclude={"run", "by_type", "by_difficulty", "by_hops"})
+    return SweepRow(value=value, **headline)

@@ -10,16 +10,16 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
-import re
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import BaseModel
 
 from cuqa_builder.errors import CuqaError
 from cuqa_builder.generation.output_parsing import OutputError, parse_passage, parse_question
-from cuqa_builder.llm.types import ChatResult, LLMError
+from cuqa_builder.llm.client import LLMClient, prompt_request
+from cuqa_builder.llm.types import LLMError
 from cuqa_builder.prompts import PromptTemplate, load_prompt
 from cuqa_builder.records import (
     Candidate,
@@ -31,24 +31,13 @@ from cuqa_builder.records import (
     PromptCall,
     QuestionType,
     SubQuestion,
+    answer_aliases,
 )
 
 EntityFinder = Callable[[str], Awaitable[list[Entity]]]
 # A reply with no usable question is asked once more with another sampling seed (a new cache
 # key); the unusable reply stays cached, so a re-run reproduces the same outcome for free.
 PARSE_ATTEMPTS = 2
-_PARENTHETICAL = re.compile(r"\s*\([^)]*\)$")
-
-
-class PromptGateway(Protocol):
-    """The part of the LLM gateway generation uses."""
-
-    @property
-    def model(self) -> str: ...
-
-    async def prompt(
-        self, template: PromptTemplate, values: dict[str, str], **sampling: Any
-    ) -> ChatResult: ...
 
 
 @dataclass(frozen=True)
@@ -144,14 +133,6 @@ def draw(seed: int, event_id: str, n_entities: int) -> Draws:
     return Draws(cur_index, aab, k_fraction=rng.random(), api_seed=rng.getrandbits(31))
 
 
-def answer_aliases(entity: Entity) -> list[str]:
-    """The entity's Wikipedia title (without a disambiguation suffix) when it reads differently."""
-    if not entity.wiki_title:
-        return []
-    title = _PARENTHETICAL.sub("", entity.wiki_title).strip()
-    return [title] if title and title.casefold() != entity.text.casefold() else []
-
-
 def _same_entity(a: Entity, b: Entity) -> bool:
     names = {n.casefold() for n in (a.text, a.wiki_title) if n}
     return bool(names & {n.casefold() for n in (b.text, b.wiki_title) if n})
@@ -170,7 +151,7 @@ async def _both(
 
 @dataclass
 class Generator:
-    gateway: PromptGateway
+    gateway: LLMClient
     find_entities: EntityFinder  # NER on a known passage (the ABC branch samples k_ent from it)
     seed: int
     cutoff: str
@@ -187,9 +168,9 @@ class Generator:
         unusable = ""
         for attempt in range(PARSE_ATTEMPTS):
             try:
-                result = await self.gateway.prompt(
+                result = await self.gateway.chat(prompt_request(
                     template, values, **self.sampling.for_step(step, api_seed + attempt)
-                )
+                ))
             except LLMError as exc:
                 raise GenerationError(step.function, str(exc)) from exc
             try:

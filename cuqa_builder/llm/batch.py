@@ -50,6 +50,7 @@ from cuqa_builder.llm.types import ChatRequest, ChatResult, GatewayStats, LLMErr
 log = logging.getLogger(__name__)
 
 CHAT_URL = "/v1/chat/completions"
+COMPLETIONS_URL = "/v1/completions"  # with `--api completions`
 # A round is flushed once no new call has arrived for this long (every coroutine is waiting, or
 # busy with work that takes longer; its calls then go into the next round).
 QUIET_S = 0.1
@@ -193,6 +194,7 @@ class Rounds:
         sink: AnswerSink,
         body_of: Callable[[ChatRequest], dict[str, Any]],
         stats: GatewayStats,
+        url: str = CHAT_URL,
         max_requests: int,
         max_bytes: int,
         max_retries: int,
@@ -209,6 +211,7 @@ class Rounds:
         self._cache = cache
         self._sink = sink
         self._body_of = body_of  # a call as a batch line's body (what a live call would send)
+        self._url = url
         self._stats = stats
         self._max_requests = max_requests
         self._max_bytes = max_bytes
@@ -326,7 +329,7 @@ class Rounds:
         try:
             for item in items:
                 line = (json.dumps(
-                    {"custom_id": item.key, "method": "POST", "url": CHAT_URL,
+                    {"custom_id": item.key, "method": "POST", "url": self._url,
                      "body": self._body_of(item.request)}, ensure_ascii=False,
                     separators=(",", ":"),
                 ) + "\n").encode()

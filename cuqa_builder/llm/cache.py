@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -27,6 +26,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from cuqa_builder.llm.types import ChatRequest
+from cuqa_builder.sqlite_store import open_store
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS calls (
@@ -75,10 +75,14 @@ HIT_FLUSH = 1000  # hits counted in memory before they are written
 _NOT_SENT = frozenset({"template", "template_hash"})
 
 
-def canonical_request(model: str, request: ChatRequest) -> str:
+def canonical_request(model: str, request: ChatRequest, api: str = "chat") -> str:
     sent = request.model_dump(exclude=_NOT_SENT)
+    # The completions endpoint answers the same prompt differently: its calls get keys of
+    # their own, while chat keys stay what they always were.
+    endpoint = {} if api == "chat" else {"api": api}
     return json.dumps(
-        {"model": model, **sent}, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        {"model": model, **endpoint, **sent}, sort_keys=True, separators=(",", ":"),
+        ensure_ascii=False,
     )
 
 
@@ -170,17 +174,10 @@ class CallCache:
     """Safe to share between threads and coroutines: one connection behind a lock."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # isolation_level=None: every statement commits on its own, one call = one commit.
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._db = open_store(path, _SCHEMA)
         self._lock = threading.Lock()
         self._hits: list[tuple[str, str]] = []  # (when, key) not yet written
         with self._lock:
-            self._db.execute("PRAGMA busy_timeout = 30000")  # other processes on the same file
-            self._db.execute("PRAGMA journal_mode = WAL")
-            # NORMAL survives a killed process (only a power cut can lose the last commits).
-            self._db.execute("PRAGMA synchronous = NORMAL")
-            self._db.execute(_SCHEMA)
             for statement in _BATCH_SCHEMA:
                 self._db.execute(statement)
 

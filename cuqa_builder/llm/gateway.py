@@ -4,10 +4,12 @@
         result = await gw.chat(ChatRequest(messages=[...], temperature=0.1))
 
 Every call goes through the `openai` client to an OpenAI-compatible endpoint: a remote API, or
-llama.cpp's server for the embedded model (started here, stopped on exit). The client's own
-retries are off because we retry ourselves: 408/409/429/5xx, timeouts, connection errors and
-malformed bodies, with exponential back-off and jitter, waiting as long as `Retry-After` asks.
-The API key is scrubbed from every message we raise or log.
+llama.cpp's server for the embedded model (started here, stopped on exit). Calls go to the chat
+endpoint, or with `api="completions"` to the legacy completions endpoint of instruct models (the
+messages' text as the prompt, token logprobs in either of the two shapes servers return). The
+client's own retries are off because we retry ourselves: 408/409/429/5xx, timeouts, connection
+errors and malformed bodies, with exponential back-off and jitter, waiting as long as
+`Retry-After` asks. The API key is scrubbed from every message we raise or log.
 
 Calls are paced by `--rpm`/`--tpm` and the provider's `x-ratelimit-*` headers (`ratelimit.py`).
 In batch mode (`--batch`, `--batch-files`) a call that is not cached waits for its round
@@ -32,7 +34,7 @@ from typing import Any
 
 import openai
 
-from cuqa_builder.llm.batch import CHAT_URL, BatchState, Rounds
+from cuqa_builder.llm.batch import CHAT_URL, COMPLETIONS_URL, BatchState, Rounds
 from cuqa_builder.llm.cache import (
     CallCache,
     CallRow,
@@ -40,6 +42,7 @@ from cuqa_builder.llm.cache import (
     canonical_request,
     request_key,
 )
+from cuqa_builder.llm.client import prompt_request
 from cuqa_builder.llm.local import LocalServer
 from cuqa_builder.llm.prices import PriceTable
 from cuqa_builder.llm.ratelimit import RateLimiter, reserved_tokens
@@ -100,17 +103,10 @@ class Gateway:
         self, template: PromptTemplate, values: Mapping[str, str], **sampling: Any
     ) -> ChatResult:
         """Render `template` as one user message and send it, recording the template used."""
-        return await self.chat(
-            ChatRequest(
-                messages=[{"role": "user", "content": template.render(**values)}],
-                template=template.name,
-                template_hash=template.sha256,
-                **sampling,
-            )
-        )
+        return await self.chat(prompt_request(template, values, **sampling))
 
     async def chat(self, request: ChatRequest) -> ChatResult:
-        canonical = canonical_request(self.model, request)
+        canonical = canonical_request(self.model, request, self._settings.api)
         key = request_key(canonical)
         if self._cache is not None and not self._settings.refresh:
             hit = self._cache.get(key)
@@ -147,6 +143,11 @@ class Gateway:
         if self._rounds is not None:  # batch mode: stored with its round's answers
             return await self._rounds.ask(key, canonical, request)
         body, raw, latency = await self._call_with_retries(request)
+        stored = self._without_key(raw)
+        if stored != raw:
+            # An endpoint echoed our key in its answer: the caller gets what the cache keeps,
+            # so the key reaches no output file and a replay reads the very same answer.
+            body = json.loads(stored)
         result = _result(body, self.model, latency_s=latency, cached=False)
         result.cost = self._prices.cost(self.model, result.prompt_tokens, result.completion_tokens)
         self._count(result)
@@ -155,7 +156,7 @@ class Gateway:
                 key,
                 model=self.model,
                 canonical_request=canonical,
-                response_json=self._without_key(raw),
+                response_json=stored,
                 prompt_tokens=result.prompt_tokens,
                 completion_tokens=result.completion_tokens,
                 latency_s=latency,
@@ -167,6 +168,9 @@ class Gateway:
 
     def _body(self, request: ChatRequest) -> dict[str, Any]:
         """The request as a batch line's body: what a live call would send."""
+        if self._settings.api == "completions":
+            return {"model": self.model, "prompt": completion_prompt(request.messages),
+                    **_completion_sampling(request)}
         return {"model": self.model, "messages": request.messages, **_sampling(request)}
 
     def batch_answer(
@@ -175,6 +179,10 @@ class Gateway:
         """A batch line's answer as a live call's result (at batch prices) and its cache row;
         raises like `_check_shape` when the body is no chat completion."""
         _check_shape(body)
+        raw = json.dumps(body, ensure_ascii=False)
+        stored = self._without_key(raw)
+        if stored != raw:
+            body = json.loads(stored)  # the caller gets what the cache keeps (see above)
         result = _result(body, self.model, latency_s=0.0, cached=False)
         result.cost = self._prices.cost(
             self.model, result.prompt_tokens, result.completion_tokens,
@@ -183,7 +191,7 @@ class Gateway:
         self._count(result)
         row = CallRow(
             key=submitted.key, model=self.model, canonical_request=submitted.request,
-            response_json=self._without_key(json.dumps(body, ensure_ascii=False)),
+            response_json=stored,
             prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
             latency_s=0.0, cost=result.cost, template=submitted.template,
             template_hash=submitted.template_hash,
@@ -239,9 +247,15 @@ class Gateway:
     async def _attempt(self, request: ChatRequest) -> tuple[dict[str, Any], str, float]:
         started = time.perf_counter()
         try:
-            response = await self._client.chat.completions.with_raw_response.create(
-                model=self.model, messages=request.messages, **_sampling(request)
-            )
+            if self._settings.api == "completions":
+                response = await self._client.completions.with_raw_response.create(
+                    model=self.model, prompt=completion_prompt(request.messages),
+                    **_completion_sampling(request),
+                )
+            else:
+                response = await self._client.chat.completions.with_raw_response.create(
+                    model=self.model, messages=request.messages, **_sampling(request)
+                )
             self._limiter.observe(response.headers)
             raw = response.text
         except openai.APITimeoutError:
@@ -307,8 +321,9 @@ class OpenAIBatches:
         return await self._retried(f"uploading {path.name}", call)
 
     async def create(self, file_id: str) -> BatchState:
+        endpoint = COMPLETIONS_URL if self._gateway._settings.api == "completions" else CHAT_URL
         batch = await self._retried("creating a batch", lambda: self._client.batches.create(
-            input_file_id=file_id, endpoint=CHAT_URL, completion_window="24h",
+            input_file_id=file_id, endpoint=endpoint, completion_window="24h",
         ))
         return _batch_state(batch)
 
@@ -349,18 +364,43 @@ def _sampling(request: ChatRequest) -> dict[str, Any]:
     return params
 
 
+def completion_prompt(messages: list[dict[str, str]]) -> str:
+    """The prompt text of the completions endpoint: the messages' contents (one, in practice)."""
+    return "\n\n".join(message["content"] for message in messages)
+
+
+def _completion_sampling(request: ChatRequest) -> dict[str, Any]:
+    """As `_sampling`, for the completions endpoint, whose `logprobs` is the number of top
+    alternatives (0 would ask for none at all on llama.cpp)."""
+    params = {name: value for name, value in _sampling(request).items()
+              if name not in ("logprobs", "top_logprobs")}
+    if request.logprobs:
+        params["logprobs"] = max(1, request.top_logprobs or 1)
+    return params
+
+
 def _check_shape(body: Any) -> None:
-    """Raise unless `body` is a chat completion with at least one choice and a message."""
-    message = body["choices"][0]["message"]
-    if not isinstance(message, dict):
-        raise TypeError("the first choice has no message")
+    """Raise unless `body` is a completion with at least one choice: a chat message, or the
+    completions endpoint's text."""
+    choice = body["choices"][0]
+    if "message" in choice:
+        if not isinstance(choice["message"], dict):
+            raise TypeError("the first choice has no message")
+    elif not isinstance(choice["text"], str):
+        raise TypeError("the first choice has no text")
+
+
+def _choice_text(choice: dict[str, Any]) -> str:
+    if "message" in choice:
+        return choice["message"].get("content") or ""
+    return choice.get("text") or ""
 
 
 def _result(body: dict[str, Any], model: str, *, latency_s: float, cached: bool) -> ChatResult:
     choice = body["choices"][0]
     usage = body.get("usage") or {}
     return ChatResult(
-        text=choice["message"].get("content") or "",
+        text=_choice_text(choice),
         model=model,
         finish_reason=choice.get("finish_reason"),
         logprobs=_logprobs(choice.get("logprobs")),
@@ -372,6 +412,8 @@ def _result(body: dict[str, Any], model: str, *, latency_s: float, cached: bool)
 
 
 def _logprobs(data: dict[str, Any] | None) -> list[TokenLogprob] | None:
+    if data and "token_logprobs" in data:
+        return _legacy_logprobs(data)
     if not data or data.get("content") is None:
         return None
     return [
@@ -381,6 +423,17 @@ def _logprobs(data: dict[str, Any] | None) -> list[TokenLogprob] | None:
             top=[(alt["token"], alt["logprob"]) for alt in item.get("top_logprobs") or []],
         )
         for item in data["content"]
+    ]
+
+
+def _legacy_logprobs(data: dict[str, Any]) -> list[TokenLogprob]:
+    """The completions endpoint's own shape: parallel lists of tokens, their logprobs and
+    {token: logprob} alternatives (a null logprob, as for an echoed first token, is skipped)."""
+    tops = data.get("top_logprobs") or [None] * len(data["tokens"])
+    return [
+        TokenLogprob(token=token, logprob=logprob, top=list((top or {}).items()))
+        for token, logprob, top in zip(data["tokens"], data["token_logprobs"], tops, strict=True)
+        if logprob is not None
     ]
 
 
@@ -468,6 +521,7 @@ def _open_rounds(
     to_files = settings.batch_mode == "files"
     return Rounds(
         model=gateway.model, cache=cache, sink=gateway, body_of=gateway._body,
+        url=COMPLETIONS_URL if settings.api == "completions" else CHAT_URL,
         stats=gateway._stats,
         max_requests=settings.batch_max_requests, max_bytes=settings.batch_max_bytes,
         max_retries=settings.max_retries,

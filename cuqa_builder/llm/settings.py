@@ -36,6 +36,9 @@ class LLMSettings(BaseModel):
     model: str | None = None
     base_url: str | None = None
     local: str | None = None  # registry name of the embedded model, when it is used
+    # "completions": the legacy endpoint of instruct models (gpt-3.5-turbo-instruct), the prompt
+    # sent as plain text; llama.cpp serves both.
+    api: Literal["chat", "completions"] = "chat"
     concurrency: int = Field(default=DEFAULT_CONCURRENCY, ge=1)
     cache_path: Path | None = None  # None: no cache
     refresh: bool = False  # ignore cached answers (and overwrite them)

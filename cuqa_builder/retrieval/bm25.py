@@ -1,25 +1,31 @@
-"""BM25 over the scraped events: one passage per event (date, topics, text), built with `bm25s`.
+"""BM25 over the scraped events (one passage per event: date, topics, text) and, for the known
+hop, over passages of encyclopedia pages (`retrieval/pages.py`), built with `bm25s`.
 
 An index directory holds the `bm25s` arrays, `passages.jsonl` (the passages in index order) and
-`corpus.json` (the corpus hash and size), so an index can be checked against the events it was
-built from and rebuilt only when they changed.
+`corpus.json` (the hash of the passages, the hash of the arrays, the size), so an index is
+checked against the corpus it was built from, and its arrays against that corpus, on every load.
+A new index is written to a temporary directory and swapped in whole, so an interrupted re-index
+leaves the old index or the new one, never a mix.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
+import os
+import shutil
+import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import bm25s
 import numpy as np
 from bm25s.tokenization import Tokenizer
+from pydantic import BaseModel, ValidationError
 
 from cuqa_builder.errors import CuqaError
-from cuqa_builder.jsonio import atomic_write_json, iter_jsonl, read_jsonl, write_jsonl
+from cuqa_builder.jsonio import atomic_write_text, iter_jsonl, read_jsonl, write_jsonl
 from cuqa_builder.records import Event
-from cuqa_builder.solvers.base import Passage
+from cuqa_builder.retrieval.types import Passage
 
 PASSAGES = "passages.jsonl"
 CORPUS_INFO = "corpus.json"
@@ -31,6 +37,14 @@ _ARGMAX_TOP_K = 16
 
 class CorpusError(CuqaError, RuntimeError):
     """An index directory that is missing or does not match its corpus."""
+
+
+class CorpusInfo(BaseModel):
+    """`corpus.json`: what the index was built from; written last, it marks a whole index."""
+
+    corpus_sha256: str
+    passages: int
+    arrays_sha256: str | None = None  # None: written before the arrays were checked
 
 
 def event_passage(event: Event) -> Passage:
@@ -99,29 +113,45 @@ class BM25Retriever:
 
     @classmethod
     def from_events(cls, events_path: Path) -> BM25Retriever:
-        return cls.build(event_passage(e) for e in iter_jsonl(events_path, Event))
+        return cls.build(event_passages(events_path))
 
     def save(self, directory: Path) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
-        self.model.save(str(directory / ARRAYS_DIR), show_progress=False)
-        write_jsonl(directory / PASSAGES, self.passages)
-        # Written last: its presence marks a complete index.
-        atomic_write_json(
-            directory / CORPUS_INFO,
-            {"corpus_sha256": self.corpus_sha256, "passages": len(self.passages)},
-        )
+        """Write the index to a temporary directory beside `directory`, then swap it in."""
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}."))
+        try:
+            self.model.save(str(staging / ARRAYS_DIR), show_progress=False)
+            write_jsonl(staging / PASSAGES, self.passages)
+            info = CorpusInfo(corpus_sha256=self.corpus_sha256, passages=len(self.passages),
+                              arrays_sha256=arrays_hash(staging / ARRAYS_DIR))
+            atomic_write_text(staging / CORPUS_INFO, info.model_dump_json(indent=2) + "\n")
+            _swap_in(staging, directory)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
 
     @classmethod
     def load(cls, directory: Path) -> BM25Retriever:
-        info_path = directory / CORPUS_INFO
-        if not info_path.is_file():
-            raise CorpusError(f"{directory} is not a BM25 index (no {CORPUS_INFO})")
-        info = json.loads(info_path.read_text(encoding="utf-8"))
+        info = _corpus_info(directory)
+        if info is None:
+            raise CorpusError(f"{directory} is not a BM25 index (no valid {CORPUS_INFO}): "
+                              "build it with `cuqa-eval index`")
         passages = read_jsonl(directory / PASSAGES, Passage)
-        if corpus_hash(passages) != info["corpus_sha256"]:
-            raise CorpusError(f"{directory}: {PASSAGES} does not match {CORPUS_INFO}")
-        model = bm25s.BM25.load(str(directory / ARRAYS_DIR), show_progress=False)
-        return cls(model, passages, info["corpus_sha256"])
+        if corpus_hash(passages) != info.corpus_sha256:
+            raise CorpusError(f"{directory}: {PASSAGES} does not match {CORPUS_INFO}: "
+                              "index the corpus again")
+        arrays = directory / ARRAYS_DIR
+        if info.arrays_sha256 is not None and arrays_hash(arrays) != info.arrays_sha256:
+            raise CorpusError(f"{directory}: the BM25 arrays in {ARRAYS_DIR}/ belong to another "
+                              "corpus (or are damaged): index the corpus again")
+        try:
+            model = bm25s.BM25.load(str(arrays), show_progress=False)
+        except (OSError, ValueError) as exc:
+            raise CorpusError(f"{directory}: unreadable BM25 arrays ({exc})") from None
+        if model.scores.get("num_docs") != len(passages):
+            raise CorpusError(f"{directory}: the BM25 arrays index {model.scores.get('num_docs')}"
+                              f" documents, {PASSAGES} has {len(passages)}: index again")
+        return cls(model, passages, info.corpus_sha256)
 
     # --- searching ---------------------------------------------------------------------
 
@@ -143,6 +173,40 @@ class BM25Retriever:
         ]
 
 
+def event_passages(events_path: Path) -> list[Passage]:
+    return [event_passage(e) for e in iter_jsonl(events_path, Event)]
+
+
+def arrays_hash(directory: Path) -> str:
+    """sha256 over the files of a `bm25s` array directory (names and bytes, in name order)."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in directory.iterdir() if p.is_file()):
+        digest.update(path.name.encode() + b"\0")
+        with path.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def _swap_in(staging: Path, directory: Path) -> None:
+    """Replace `directory` by `staging`: two renames, so `directory` is the old index or the
+    new one whole; between them it is briefly absent (a load says so, and a re-index fixes it)."""
+    if directory.exists():
+        retired = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.old."))
+        os.replace(directory, retired / directory.name)
+        os.replace(staging, directory)
+        shutil.rmtree(retired, ignore_errors=True)
+    else:
+        os.replace(staging, directory)
+
+
+def _corpus_info(directory: Path) -> CorpusInfo | None:
+    try:
+        return CorpusInfo.model_validate_json((directory / CORPUS_INFO).read_bytes())
+    except (OSError, ValidationError):
+        return None
+
+
 def open_corpus(path: Path, cache_dir: Path | None = None) -> BM25Retriever:
     """An index directory is loaded; an events.jsonl is indexed, reusing `cache_dir` when it
     already holds the index of exactly these events (and saving the index there otherwise)."""
@@ -150,17 +214,14 @@ def open_corpus(path: Path, cache_dir: Path | None = None) -> BM25Retriever:
         return BM25Retriever.load(path)
     if not path.is_file():
         raise CorpusError(f"no corpus at {path} (expected an index directory or events.jsonl)")
-    passages = [event_passage(e) for e in iter_jsonl(path, Event)]
-    if cache_dir is not None and _indexed_hash(cache_dir) == corpus_hash(passages):
-        return BM25Retriever.load(cache_dir)
+    passages = event_passages(path)
+    info = None if cache_dir is None else _corpus_info(cache_dir)
+    if cache_dir is not None and info is not None and info.corpus_sha256 == corpus_hash(passages):
+        try:
+            return BM25Retriever.load(cache_dir)
+        except CorpusError:
+            pass  # damaged or mixed: built again below
     retriever = BM25Retriever.build(passages)
     if cache_dir is not None:
         retriever.save(cache_dir)
     return retriever
-
-
-def _indexed_hash(directory: Path) -> str | None:
-    try:
-        return json.loads((directory / CORPUS_INFO).read_text(encoding="utf-8"))["corpus_sha256"]
-    except (OSError, ValueError, KeyError):
-        return None

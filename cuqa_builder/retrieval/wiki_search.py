@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cuqa_builder.solvers.base import Passage, RetrievalError
+from cuqa_builder.retrieval.types import Passage, RetrievalError
 from cuqa_builder.wiki.client import MediaWikiClient, WikiError
 
 

@@ -1,43 +1,24 @@
-"""What every solver gets: the shared gateway, a retriever, options, and a traced, counted run."""
+"""What every solver gets: the LLM client, a retriever, options, and a traced, counted run."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from cuqa_builder.answer_parsing import extract_answer
 from cuqa_builder.errors import CuqaError
-from cuqa_builder.llm.types import ChatRequest, ChatResult
+from cuqa_builder.llm.client import LLMClient, prompt_request
+from cuqa_builder.llm.types import ChatResult
 from cuqa_builder.prompts import load_prompt
-
-
-class Passage(BaseModel):
-    id: str
-    text: str
-    title: str | None = None
-    score: float = 0.0
-
-
-class RetrievalError(CuqaError, RuntimeError):
-    """A search that failed for good (its service unreachable or refusing): like an LLMError,
-    it ends the one question being solved, not the whole evaluation."""
+from cuqa_builder.retrieval.types import Passage, Retriever
 
 
 class UnsupportedEndpoint(CuqaError, RuntimeError):
     """The endpoint lacks something a method needs (token logprobs): no question can be
     solved this way, so the whole evaluation stops with this message."""
-
-
-class Retriever(Protocol):
-    name: str
-
-    def search(self, query: str, k: int) -> list[Passage]: ...
-
-
-class Gateway(Protocol):
-    async def chat(self, request: ChatRequest) -> ChatResult: ...
 
 
 class SolverOptions(BaseModel):
@@ -64,7 +45,7 @@ class SolverOptions(BaseModel):
             raise ValueError(f"{name}: {first['msg']} (got {first['input']!r})") from None
 
 
-class Step(BaseModel):
+class SolverStep(BaseModel):
     """One entry of a prediction's trace."""
 
     kind: Literal["llm", "retrieval", "route"]
@@ -73,46 +54,50 @@ class Step(BaseModel):
     output: str = ""
     data: dict[str, Any] = Field(default_factory=dict)
 
+    @property
+    def decision(self) -> str:
+        """A route's name with the branch or module it took ("self-dc:decompose")."""
+        taken = self.data.get("branch") or self.data.get("module")
+        return f"{self.name}:{taken}" if taken else self.name
+
 
 class SolverRun:
     """One question's run: every call goes through here so it is traced and counted."""
 
     def __init__(
-        self, gateway: Gateway, retriever: Retriever | None, options: SolverOptions
+        self, client: LLMClient, retriever: Retriever | None, options: SolverOptions
     ) -> None:
-        self.gateway = gateway
+        self.client = client
         self.retriever = retriever
         self.options = options
-        self.trace: list[Step] = []
+        self.trace: list[SolverStep] = []
         self.llm_calls = 0
         self.retrieval_calls = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.cost = 0.0
+        self.output: str | None = None  # the model's whole final output (what a judge reads)
 
     async def ask(
         self, template: str, values: dict[str, str], *, logprobs: bool = False, **sampling: Any
     ) -> ChatResult:
-        prompt = load_prompt(template)
-        text = prompt.render(**values)
-        request = ChatRequest(
-            messages=[{"role": "user", "content": text}],
+        request = prompt_request(
+            load_prompt(template), values,
             temperature=sampling.pop("temperature", self.options.temperature),
             top_p=sampling.pop("top_p", self.options.top_p),
             max_tokens=sampling.pop("max_tokens", self.options.max_tokens),
             logprobs=logprobs,
             top_logprobs=1 if logprobs else None,
-            template=prompt.name,
-            template_hash=prompt.sha256,
             **sampling,
         )
-        result = await self.gateway.chat(request)
+        text = request.messages[0]["content"]
+        result = await self.client.chat(request)
         self.llm_calls += 1
         self.prompt_tokens += result.prompt_tokens
         self.completion_tokens += result.completion_tokens
         self.cost += result.cost
         self.trace.append(
-            Step(
+            SolverStep(
                 kind="llm",
                 name=template,
                 input=text,
@@ -128,7 +113,7 @@ class SolverRun:
         passages = await asyncio.to_thread(self.retriever.search, query, self.options.top_k)
         self.retrieval_calls += 1
         self.trace.append(
-            Step(
+            SolverStep(
                 kind="retrieval",
                 name=self.retriever.name,
                 input=query,
@@ -137,9 +122,15 @@ class SolverRun:
         )
         return passages
 
+    def conclude(self, output: str, answer: str | None = None) -> str:
+        """Record `output` as the model's final output; the short answer read from it (or
+        `answer`, when the method reads it another way) is returned."""
+        self.output = output
+        return extract_answer(output) if answer is None else answer
+
     def route(self, name: str, **data: Any) -> None:
         """Record a decision (a Self-DC branch, a stop rule) in the trace."""
-        self.trace.append(Step(kind="route", name=name, data=data))
+        self.trace.append(SolverStep(kind="route", name=name, data=data))
 
 
 Solver = Callable[[str, SolverRun], Awaitable[str]]

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from cuqa_builder.solvers.answer_parsing import cut_at_stop, extract_answer
+from cuqa_builder.answer_parsing import cut_at_stop
 from cuqa_builder.solvers.base import SolverRun
 from cuqa_builder.solvers.prompting import demonstrations
 
@@ -17,15 +17,15 @@ NEXT_EXAMPLE = ["\nQuestion:", "\nQuesion:"]
 
 async def direct(question: str, run: SolverRun) -> str:
     result = await run.ask(DIRECT, {"question": question})
-    return extract_answer(result.text)
+    return run.conclude(result.text)
 
 
 async def cot(question: str, run: SolverRun) -> str:
     result = await run.ask(COT, {"question": question})
-    return extract_answer(result.text)
+    return run.conclude(result.text)
 
 
 async def fewshot_cot(question: str, run: SolverRun) -> str:
     values = {"demonstrations": demonstrations(FEWSHOT_COT_DEMOS), "question": question}
     result = await run.ask(FEWSHOT_COT, values, stop=NEXT_EXAMPLE)
-    return extract_answer(cut_at_stop(result.text, NEXT_EXAMPLE))
+    return run.conclude(cut_at_stop(result.text, NEXT_EXAMPLE))

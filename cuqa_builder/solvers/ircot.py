@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from cuqa_builder.solvers.answer_parsing import cut_at_stop, extract_answer, first_sentence
+from cuqa_builder.answer_parsing import cut_at_stop, extract_answer, first_sentence
 from cuqa_builder.solvers.base import SolverRun
 from cuqa_builder.solvers.direct import NEXT_EXAMPLE
 from cuqa_builder.solvers.iter_retgen import ITER_RETGEN_DEMOS
@@ -35,10 +35,10 @@ async def ircot(question: str, run: SolverRun) -> str:
         sentences.append(sentence)
         if _STOP_RULE.search(sentence):
             run.route("ircot", stop="answer sentence", steps=step + 1)
-            return extract_answer(sentence)
+            return run.conclude(" ".join(sentences), extract_answer(sentence))
         if step == MAX_STEPS:
             stop = "max steps"
             break
         passages = merge_passages(passages, await run.retrieve(sentence))
     run.route("ircot", stop=stop, steps=step + 1)
-    return extract_answer(sentences[-1]) if sentences else ""
+    return run.conclude(" ".join(sentences), extract_answer(sentences[-1]) if sentences else "")

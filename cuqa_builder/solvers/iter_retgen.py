@@ -6,7 +6,7 @@ step-by-step answer from the retrieved passages; the last generation gives the a
 
 from __future__ import annotations
 
-from cuqa_builder.solvers.answer_parsing import cut_at_stop, extract_answer
+from cuqa_builder.answer_parsing import cut_at_stop
 from cuqa_builder.solvers.base import SolverRun
 from cuqa_builder.solvers.direct import NEXT_EXAMPLE
 from cuqa_builder.solvers.prompting import demonstrations, join_passages
@@ -24,4 +24,4 @@ async def iter_retgen(question: str, run: SolverRun) -> str:
         values = {"demonstrations": demos, "passage": join_passages(passages), "question": question}
         result = await run.ask(ITER_RETGEN, values, stop=NEXT_EXAMPLE)
         generation = cut_at_stop(result.text, NEXT_EXAMPLE).strip()
-    return extract_answer(generation)
+    return run.conclude(generation)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from cuqa_builder.prompts import load_prompt
-from cuqa_builder.solvers.base import Passage
+from cuqa_builder.retrieval.types import Passage
 
 
 def demonstrations(name: str) -> str:

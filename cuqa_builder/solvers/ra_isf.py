@@ -8,12 +8,12 @@ sub-questions recursively, then combine). Past the depth threshold a question is
 
 from __future__ import annotations
 
-from cuqa_builder.solvers.answer_parsing import (
-    extract_answer,
+from cuqa_builder.answer_parsing import (
     parse_sub_questions,
     parse_yes_no,
 )
-from cuqa_builder.solvers.base import Passage, SolverRun
+from cuqa_builder.retrieval.types import Passage
+from cuqa_builder.solvers.base import SolverRun
 from cuqa_builder.solvers.prompting import number_passages, passage_text
 
 KNOW = "solver_ra_isf_know"
@@ -65,7 +65,7 @@ async def problem_solving(question: str, run: SolverRun, iteration: int = 0) -> 
     if await knows(question, run):
         run.route("ra-isf", question=question, iteration=iteration, module="self-knowledge",
                   outcome="known")
-        return extract_answer((await run.ask(ANSWER, {"question": question})).text)
+        return run.conclude((await run.ask(ANSWER, {"question": question})).text)
 
     passages = await run.retrieve(question)
     relevant = await relevant_passages(question, passages, run)
@@ -74,7 +74,7 @@ async def problem_solving(question: str, run: SolverRun, iteration: int = 0) -> 
               relevant=[p.id for p in relevant])
     if relevant:
         values = {"question": question, "passages": number_passages(relevant)}
-        return extract_answer((await run.ask(READ, values)).text)
+        return run.conclude((await run.ask(READ, values)).text)
 
     decomposition = await run.ask(DECOMPOSE, {"question": question})
     sub_questions = parse_sub_questions(decomposition.text)
@@ -82,7 +82,7 @@ async def problem_solving(question: str, run: SolverRun, iteration: int = 0) -> 
               outcome=f"{len(sub_questions)} sub-questions", sub_questions=sub_questions)
     sub_answers = [await problem_solving(sub, run, iteration + 1) for sub in sub_questions]
     values = {"question": question, "sub_qas": format_sub_answers(sub_questions, sub_answers)}
-    return extract_answer((await run.ask(COMBINE, values)).text)
+    return run.conclude((await run.ask(COMBINE, values)).text)
 
 
 async def solve(question: str, run: SolverRun) -> str:

@@ -3,7 +3,6 @@ the answer by reading what was retrieved."""
 
 from __future__ import annotations
 
-from cuqa_builder.solvers.answer_parsing import extract_answer
 from cuqa_builder.solvers.base import SolverRun
 from cuqa_builder.solvers.direct import direct
 from cuqa_builder.solvers.prompting import join_passages
@@ -16,4 +15,4 @@ async def refeed(question: str, run: SolverRun) -> str:
     passages = await run.retrieve(f"{question} {initial}".strip())
     values = {"passage": join_passages(passages), "question": question, "initial_answer": initial}
     result = await run.ask(REFINE, values)
-    return extract_answer(result.text)
+    return run.conclude(result.text)

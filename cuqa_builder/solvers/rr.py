@@ -6,7 +6,6 @@ follow-up questions; `read` is shared with generate-then-read.
 
 from __future__ import annotations
 
-from cuqa_builder.solvers.answer_parsing import extract_answer
 from cuqa_builder.solvers.base import SolverRun
 from cuqa_builder.solvers.prompting import join_passages
 
@@ -15,7 +14,7 @@ READ = "solver_read"
 
 async def read(question: str, passage: str, run: SolverRun) -> str:
     result = await run.ask(READ, {"passage": passage, "question": question})
-    return extract_answer(result.text)
+    return run.conclude(result.text)
 
 
 async def retrieve_then_read(question: str, run: SolverRun) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from cuqa_builder.solvers.answer_parsing import cut_at_stop, extract_answer, final_answer
+from cuqa_builder.answer_parsing import cut_at_stop, extract_answer, final_answer
 from cuqa_builder.solvers.base import SolverRun
 from cuqa_builder.solvers.direct import NEXT_EXAMPLE
 from cuqa_builder.solvers.prompting import demonstrations
@@ -60,7 +60,7 @@ async def self_ask(question: str, run: SolverRun) -> str:
         answer = final_answer(generated)
         if answer is not None:
             run.route("self-ask", stop="final answer", follow_ups=len(answers))
-            return answer
+            return run.conclude(scratchpad + generated, answer)
         follow_up = _FOLLOW_UP.search(generated)
         if follow_up is None or not follow_up.group(1).strip():
             cue = "" if cue else _next_cue(generated, at_start=not scratchpad)
@@ -76,4 +76,4 @@ async def self_ask(question: str, run: SolverRun) -> str:
         scratchpad = _with_follow_up(scratchpad, generated[: follow_up.end()], answers[-1])
     # No final answer line: the model's own last words, else the last intermediate answer.
     last_words = extract_answer(generated) if follow_up is None else ""
-    return last_words or (answers[-1] if answers else "")
+    return run.conclude(scratchpad + generated, last_words or (answers[-1] if answers else ""))

@@ -2,17 +2,21 @@
 
 With c the model's confidence in answering: c in (alpha-beta, alpha+beta) -> decompose, solve
 each sub-question recursively and combine; c >= alpha+beta -> generate-then-read; otherwise
-retrieve-then-read. A decomposition into at most one sub-question, or one made at depth t, ends
-the recursion with retrieve-then-read on the current question. The two read branches are the very
-functions of GenRead and RR, so GenRead == Self-DC(0, 0) and RR == Self-DC(1, 0), call for call.
+retrieve-then-read. A decomposition into at most one sub-question ends the recursion with
+retrieve-then-read on the current question, and so does an uncertain question at depth t (without
+asking for a decomposition that could not be used). The two read branches are the very functions
+of GenRead and RR. GenRead == Self-DC(0, 0) call for call: every confidence is >= 0, so none is
+asked. RR and Self-DC(1, 0) differ: Figure 3 sends a confidence of exactly 1.0 (a verbal 100%) to
+generate-then-read, so Self-DC(1, 0) asks for each confidence (one call more per question than
+RR) and retrieves for every other value.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Literal
 
-from cuqa_builder.solvers.answer_parsing import (
-    extract_answer,
+from cuqa_builder.answer_parsing import (
     parse_confidence,
     parse_sub_questions,
 )
@@ -56,24 +60,38 @@ def format_sub_qas(sub_questions: list[str], sub_answers: list[str]) -> str:
     return "\n".join(f"#{i}: {q} Answer: {a}" for i, (q, a) in enumerate(pairs, 1))
 
 
+Band = Literal["unknown", "uncertain", "known"]
+# alpha and beta are read to this many decimals: enough for any grid, and few enough that
+# 0.4 + 0.2 is 0.6 (the float sum is 0.6000000000000001, which a verbal 60% would fall below).
+THRESHOLD_DECIMALS = 9
+
+
+def thresholds(alpha: float, beta: float) -> tuple[float, float]:
+    """Figure 3's alpha - beta and alpha + beta, free of floating-point residue."""
+    return round(alpha - beta, THRESHOLD_DECIMALS), round(alpha + beta, THRESHOLD_DECIMALS)
+
+
+def band(confidence: float, low: float, high: float) -> Band:
+    """Figure 3: (alpha-beta, alpha+beta) is uncertain, [alpha+beta, 1] known, the rest unknown."""
+    if low < confidence < high:
+        return "uncertain"
+    return "known" if confidence >= high else "unknown"
+
+
 async def self_dc(question: str, run: SolverRun, depth: int = 1) -> str:
-    low = run.options.alpha - run.options.beta
-    high = run.options.alpha + run.options.beta
-    # Figure 3's ranges leave no uncertain band here; asking for a confidence would be a call
-    # GenRead (alpha=beta=0) and RR (alpha=1, beta=0) do not make.
+    low, high = thresholds(run.options.alpha, run.options.beta)
+    # Every confidence is >= 0, so with alpha+beta <= 0 every question is known whatever the
+    # model says: asking would be a call GenRead (alpha=beta=0) does not make.
     if high <= 0:
         run.route("self-dc", question=question, depth=depth, confidence=None,
                   branch="generate", reason="alpha+beta <= 0: every question counts as known")
         return await generate_then_read(question, run)
-    if low >= 1:
-        run.route("self-dc", question=question, depth=depth, confidence=None,
-                  branch="retrieve", reason="alpha-beta >= 1: every question counts as unknown")
-        return await retrieve_then_read(question, run)
 
     confidence = await confidence_of(question, run)
-    if low < confidence < high:
+    found = band(confidence, low, high)
+    if found == "uncertain":
         return await decompose_and_combine(question, run, depth, confidence)
-    if confidence >= high:
+    if found == "known":
         run.route("self-dc", question=question, depth=depth, confidence=confidence,
                   branch="generate", reason="known")
         return await generate_then_read(question, run)
@@ -85,12 +103,16 @@ async def self_dc(question: str, run: SolverRun, depth: int = 1) -> str:
 async def decompose_and_combine(
     question: str, run: SolverRun, depth: int, confidence: float
 ) -> str:
+    if depth >= run.options.depth:
+        run.route("self-dc", question=question, depth=depth, confidence=confidence,
+                  branch="retrieve", reason="uncertain, depth t reached")
+        return await retrieve_then_read(question, run)
     decomposition = await run.ask(DECOMPOSE, {"question": question})
     sub_questions = parse_sub_questions(decomposition.text)
-    if len(sub_questions) <= 1 or depth >= run.options.depth:
-        reason = "one sub-question" if len(sub_questions) <= 1 else "depth t reached"
+    if len(sub_questions) <= 1:
         run.route("self-dc", question=question, depth=depth, confidence=confidence,
-                  branch="retrieve", reason=f"uncertain, {reason}", sub_questions=sub_questions)
+                  branch="retrieve", reason="uncertain, one sub-question",
+                  sub_questions=sub_questions)
         return await retrieve_then_read(question, run)
 
     run.route("self-dc", question=question, depth=depth, confidence=confidence,
@@ -98,7 +120,7 @@ async def decompose_and_combine(
     sub_answers = [await self_dc(sub, run, depth + 1) for sub in sub_questions]
     values = {"question": question, "sub_qas": format_sub_qas(sub_questions, sub_answers)}
     combined = await run.ask(COMBINE, values)
-    return extract_answer(combined.text)
+    return run.conclude(combined.text)
 
 
 async def solve(question: str, run: SolverRun) -> str:

@@ -3,6 +3,10 @@
 Pages come from `--source DIR` or the run's own `pages/`. A page that cannot be read or parsed
 is a warning naming it and the reason; the run goes on and the summary counts it. Parsing
 (`parse_page`) is kept apart from NER so each can be measured alone.
+
+Run again over newer pages (a refresh), events keep the ids of the previous `events.jsonl`, a
+reworded one included (`refresh.py` says how), and `refresh.json` records what was added,
+changed and removed.
 """
 
 from __future__ import annotations
@@ -17,10 +21,27 @@ from pathlib import Path
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
-from cuqa_builder.jsonio import atomic_write_json, write_jsonl
+from cuqa_builder.jsonio import JsonlError, atomic_write_json, iter_jsonl, read_jsonl, write_jsonl
 from cuqa_builder.ner import EntityExtractor
-from cuqa_builder.records import Event, Page
-from cuqa_builder.run import EVENTS, MANIFEST, RunContext
+from cuqa_builder.records import Candidate, Event, Page
+from cuqa_builder.refresh import (
+    RefreshReport,
+    carry_ids,
+    compare_events,
+    revised_pages,
+    stale_candidates,
+    summarize_changes,
+)
+from cuqa_builder.run import (
+    CANDIDATES,
+    EVENTS,
+    MANIFEST,
+    REFRESH,
+    NothingProducedError,
+    RunContext,
+    check_replacement,
+    load_run_info,
+)
 from cuqa_builder.snapshot import SnapshotError, iter_snapshot, page_kind
 from cuqa_builder.stages.fetch import Manifest, now
 from cuqa_builder.wiki.portal import parse_portal, portal_day
@@ -161,18 +182,70 @@ def run(ctx: RunContext) -> str:
         ctx.options.quiet,
     )
     in_window = [event for event in parsed if ctx.window.contains(event.date)]
-    kept = unique_by_id(in_window)
+    previous = _previous_events(ctx)
+    kept = carry_ids(previous, unique_by_id(in_window))
     if kept:
         extractor = entity_extractor(options.spacy_model)
         with tqdm(total=len(kept), unit="event", desc="entities", disable=ctx.options.quiet) as bar:
             kept = extractor.for_events(kept, progress=bar.update)
     # A stable sort after page-order parsing keeps each page's own order within a day.
     kept.sort(key=lambda event: (event.date, event.source.title))
+    if not kept:
+        raise NothingProducedError(_why_no_events(source, report, len(parsed)))
+    summary = summarize(ctx, report, kept, outside=len(parsed) - len(in_window),
+                        duplicates=len(in_window) - len(kept))
+    check_replacement(ctx.path(EVENTS), len(kept), "events", ctx.options.force)
     write_jsonl(ctx.path(EVENTS), kept)
     if options.source:  # a fetched run already has the manifest of what it fetched
         _save_snapshot_manifest(ctx, report)
-    return summarize(ctx, report, kept, outside=len(parsed) - len(in_window),
-                     duplicates=len(in_window) - len(kept))
+    if previous:
+        summary += "\n" + _record_refresh(ctx, previous, kept)
+    return summary
+
+
+def _why_no_events(source: Path, report: ParseReport, parsed: int) -> str:
+    pages = report.pages_read + sum(report.skipped.values()) + report.pages_outside
+    if not pages:
+        return f"{source} holds no pages (a snapshot is NAME.wiki + NAME.json pairs); " \
+            "nothing written"
+    return (
+        f"no events in the window from {source}: {report.pages_read} pages read, "
+        f"{sum(report.skipped.values())} skipped{_reasons(report.skipped)}, "
+        f"{report.pages_outside} day pages outside the window, {parsed} events outside it; "
+        "nothing written"
+    )
+
+
+def _previous_events(ctx: RunContext) -> list[Event]:
+    """The events.jsonl this run replaces, whose ids the new events keep."""
+    try:
+        return read_jsonl(ctx.path(EVENTS), Event)
+    except JsonlError as exc:
+        log.warning("%s; event ids are not carried over from it", exc)
+        return []
+
+
+def _record_refresh(ctx: RunContext, previous: list[Event], current: list[Event]) -> str:
+    """Write refresh.json when anything changed (a re-run over the same pages keeps the
+    record of the last real change); returns the summary's lines."""
+    added, changed, removed, by_month = compare_events(previous, current)
+    if not (added or changed or removed):
+        return "refresh: no event added, changed or removed since the previous events.jsonl"
+    extensions = load_run_info(ctx.out).extensions
+    until = ctx.window.until.isoformat()
+    previous_until = next((e.previous_until for e in reversed(extensions) if e.until == until),
+                          None)
+    stale = stale_candidates(iter_jsonl(ctx.path(CANDIDATES), Candidate),
+                             {event.id: event for event in current})
+    report = RefreshReport(
+        refreshed=now(), cutoff=ctx.window.label, previous_until=previous_until, until=until,
+        events_before=len(previous), events_after=len(current), added=added, changed=changed,
+        removed=removed, by_month=by_month, pages_revised=revised_pages(previous, current),
+        stale_candidates=sorted(c for c, why in stale.items() if why.kind == "reworded"),
+        orphaned_candidates=sorted(c for c, why in stale.items() if why.kind == "removed"),
+    )
+    atomic_write_json(ctx.path(REFRESH), report.model_dump(mode="json"))
+    return summarize_changes(report) + f" -> {ctx.path(REFRESH)}"
 
 
 def _save_snapshot_manifest(ctx: RunContext, report: ParseReport) -> None:

@@ -3,25 +3,37 @@
 Resumable: a page already in `pages/` with a valid sidecar is not fetched again (with
 `--revisions`, only if it is the revision asked for). The manifest (title -> revid) is rewritten
 atomically after every batch, so it always describes the pages on disk.
+
+Refreshing: day pages keep being edited for days after their date, and a year article all year.
+A stored page fetched less than `--settle` days after its date is re-checked (`prop=info`, 50
+titles per request, no content) and fetched again only if its latest revision changed; a page
+found unchanged records the time of the check, so once settled it is never asked about again.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
-from pydantic import ValidationError
 from tqdm import tqdm
 
-from cuqa_builder.errors import describe_validation_error
-from cuqa_builder.jsonio import atomic_write_json
-from cuqa_builder.records import Record
+from cuqa_builder.jsonio import JsonFileError, atomic_write_json, read_model
+from cuqa_builder.records import PageMeta, Record
 from cuqa_builder.run import MANIFEST, RunContext
-from cuqa_builder.snapshot import SnapshotError, page_filename, read_page, write_page
+from cuqa_builder.snapshot import (
+    SnapshotError,
+    page_filename,
+    page_kind,
+    read_page,
+    write_meta,
+    write_page,
+)
 from cuqa_builder.wiki.client import BatchResult, MediaWikiClient
+from cuqa_builder.wiki.portal import portal_day
 from cuqa_builder.wiki.titles import window_titles
+from cuqa_builder.wiki.wikitext import ParseError
 
 log = logging.getLogger(__name__)
 
@@ -41,23 +53,26 @@ class FetchCounts:
     present: int = 0
     missing: int = 0
     failed: int = 0
+    rechecked: int = 0  # stored pages asked about by prop=info
+    changed: int = 0  # of those, with a newer revision: fetched again
+    gone: int = 0  # of those, deleted from the wiki: the stored copy is kept
 
     def add(self, batch: BatchResult) -> None:
         self.fetched += len(batch.pages)
         self.missing += len(batch.missing)
         self.failed += len(batch.failed)
 
+    def describe_rechecks(self) -> str:
+        if not self.rechecked:
+            return ""
+        gone = f", {self.gone} deleted from the wiki (stored copy kept)" if self.gone else ""
+        return (f"; {self.rechecked} recent pages re-checked: {self.changed} changed "
+                f"(fetched again){gone}")
+
 
 def read_manifest(path: Path) -> dict[str, int]:
     """Title -> revid of an earlier run's manifest, for `--revisions`."""
-    try:
-        return Manifest.model_validate_json(path.read_text(encoding="utf-8")).pages
-    except OSError as exc:
-        raise ValueError(f"cannot read --revisions {path}: {exc.strerror}") from None
-    except ValidationError as exc:
-        raise ValueError(
-            f"--revisions {path} is not a manifest.json ({describe_validation_error(exc)})"
-        ) from None
+    return read_model(path, Manifest, "a manifest.json", shown=f"--revisions {path}").pages
 
 
 def run(ctx: RunContext) -> str:
@@ -69,33 +84,107 @@ def run(ctx: RunContext) -> str:
     wanted = _wanted(ctx)
     ctx.pages_dir.mkdir(parents=True, exist_ok=True)
     on_disk = _pages_on_disk(ctx.pages_dir, wanted)
+    last_fetch = _last_fetch(ctx)
     todo = [title for title in wanted if title not in on_disk]
-    counts = FetchCounts(present=len(on_disk))
-    manifest = Manifest(api=options.wiki_api, fetched=now(), pages=on_disk)
-    _save_manifest(ctx, manifest, wanted)
-    requests_made = 0
-    if todo:
-        client = MediaWikiClient(
-            options.wiki_api, contact=options.contact, min_interval_s=options.wiki_interval
-        )
-        bar = tqdm(total=len(todo), unit="page", desc="fetch", disable=ctx.options.quiet)
-        with client, bar:
-            batches = (
-                client.fetch_revisions({title: wanted[title] for title in todo})
-                if options.revisions
-                else client.fetch_titles(todo)
-            )
-            for batch in batches:
-                _store(ctx, batch, manifest)
-                _save_manifest(ctx, manifest, wanted)
-                counts.add(batch)
-                bar.update(len(batch.requested))
-            requests_made = client.requests_made
+    counts = FetchCounts()
+    client = MediaWikiClient(
+        options.wiki_api, contact=options.contact, min_interval_s=options.wiki_interval
+    )
+    with client:
+        if not options.revisions:  # exact revisions never change: nothing to re-check
+            unsettled = [meta for title, meta in on_disk.items()
+                         if not _settled(title, meta.fetched or last_fetch, options.settle)]
+            changed = _recheck(ctx, client, unsettled, counts)
+            todo += [title for title in wanted if title in changed]
+            on_disk = {t: meta for t, meta in on_disk.items() if t not in changed}
+        counts.present = len(on_disk)
+        pages = {title: meta.revid for title, meta in on_disk.items()}
+        manifest = Manifest(api=options.wiki_api, fetched=now(), pages=pages)
+        _save_manifest(ctx, manifest, wanted)
+        if todo:
+            _fetch(ctx, client, wanted, todo, manifest, counts)
+        requests_made = client.requests_made
     return (
         f"fetch: {len(wanted)} pages: {counts.fetched} fetched, {counts.present} already present, "
-        f"{counts.missing} missing, {counts.failed} failed; {requests_made} API requests "
-        f"-> {ctx.pages_dir}"
+        f"{counts.missing} missing, {counts.failed} failed{counts.describe_rechecks()}; "
+        f"{requests_made} API requests -> {ctx.pages_dir}"
     )
+
+
+def _fetch(
+    ctx: RunContext, client: MediaWikiClient, wanted: dict[str, int | None], todo: list[str],
+    manifest: Manifest, counts: FetchCounts,
+) -> None:
+    bar = tqdm(total=len(todo), unit="page", desc="fetch", disable=ctx.options.quiet)
+    with bar:
+        batches = (
+            client.fetch_revisions({title: revid for title in todo if (revid := wanted[title])})
+            if ctx.options.source.revisions
+            else client.fetch_titles(todo)
+        )
+        for batch in batches:
+            _store(ctx, batch, manifest)
+            _save_manifest(ctx, manifest, wanted)
+            counts.add(batch)
+            bar.update(len(batch.requested))
+
+
+def page_date(title: str) -> date | None:
+    """The day a page is about: a day page's day; for a year article, its last day."""
+    kind = page_kind(title)
+    if kind == "year":
+        return date(int(title), 12, 31)
+    if kind == "portal":
+        try:
+            return portal_day(title)
+        except ParseError:
+            return None
+    return None
+
+
+def _settled(title: str, fetched: str | None, settle_days: int) -> bool:
+    """Whether the stored copy was fetched (or checked) at least `settle_days` after the
+    page's date, so later edits are not expected. Unknown times and pages are re-checked."""
+    day = page_date(title)
+    if fetched is None or day is None:
+        return False
+    return datetime.fromisoformat(fetched).date() >= day + timedelta(days=settle_days)
+
+
+def _recheck(
+    ctx: RunContext, client: MediaWikiClient, stored: list[PageMeta], counts: FetchCounts
+) -> set[str]:
+    """The stored pages with a newer revision on the wiki; the unchanged ones are stamped with
+    the time of this check."""
+    if not stored:
+        return set()
+    latest = client.latest_revids([meta.title for meta in stored])
+    checked_at = now()
+    changed: set[str] = set()
+    for meta in stored:
+        if meta.title not in latest:  # its batch failed: checked again next time
+            continue
+        counts.rechecked += 1
+        revid = latest[meta.title]
+        if revid is None:
+            counts.gone += 1
+            log.warning("fetch: %s no longer exists on the wiki; its stored copy is kept",
+                        meta.title)
+        elif revid != meta.revid:
+            counts.changed += 1
+            changed.add(meta.title)
+        else:
+            write_meta(ctx.pages_dir, meta.model_copy(update={"fetched": checked_at}))
+    return changed
+
+
+def _last_fetch(ctx: RunContext) -> str | None:
+    """When the run last fetched, from its manifest: the fetch time of pages stored before
+    sidecars recorded their own."""
+    try:
+        return read_model(ctx.path(MANIFEST), Manifest, "a manifest.json").fetched
+    except JsonFileError:
+        return None
 
 
 def _wanted(ctx: RunContext) -> dict[str, int | None]:
@@ -106,9 +195,9 @@ def _wanted(ctx: RunContext) -> dict[str, int | None]:
     return dict.fromkeys(window_titles(ctx.window, options.sources))
 
 
-def _pages_on_disk(pages_dir: Path, wanted: dict[str, int | None]) -> dict[str, int]:
-    """Title -> revid of the wanted pages already stored intact (and of the wanted revision)."""
-    present: dict[str, int] = {}
+def _pages_on_disk(pages_dir: Path, wanted: dict[str, int | None]) -> dict[str, PageMeta]:
+    """Title -> sidecar of the wanted pages already stored intact (and of the wanted revision)."""
+    present: dict[str, PageMeta] = {}
     for title, revid in wanted.items():
         path = pages_dir / f"{page_filename(title)}.wiki"
         if not path.exists():
@@ -119,13 +208,16 @@ def _pages_on_disk(pages_dir: Path, wanted: dict[str, int | None]) -> dict[str, 
             log.info("fetch: %s is fetched again (%s)", title, exc)
             continue
         if revid is None or meta.revid == revid:
-            present[title] = meta.revid
+            present[title] = meta
     return present
 
 
 def _store(ctx: RunContext, batch: BatchResult, manifest: Manifest) -> None:
+    fetched = now()
     for page in batch.pages:
-        write_page(ctx.pages_dir, page)
+        write_page(ctx.pages_dir, page.model_copy(
+            update={"meta": page.meta.model_copy(update={"fetched": fetched})}
+        ))
         manifest.pages[page.meta.title] = page.meta.revid
     for problem in batch.missing:
         log.warning("fetch: %s: missing (%s)", problem.title, problem.reason)

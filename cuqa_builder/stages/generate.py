@@ -2,7 +2,9 @@
 
 Many events run at once (the gateway bounds the calls in flight); each candidate is appended
 and flushed the moment it is done, so a killed run loses nothing, and a re-run skips the events
-whose candidate is in the file. An event that fails for good is logged to
+whose candidate is in the file. A candidate whose event was reworded by a refresh is stale: it
+is taken out of the file first (with the hard items built on it) and made again; its calls that
+do not depend on the new text come from the cache. An event that fails for good is logged to
 `generation-failures.jsonl` (the failures of the latest run) and retried by the next run, whose
 finished calls come from the LLM cache: a failed call is asked again, while an answer that held
 no usable question is cached like any other and fails the same way (`--refresh` asks anew).
@@ -13,9 +15,10 @@ from __future__ import annotations
 import asyncio
 import importlib
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 
 from pydantic import BaseModel, Field
@@ -30,7 +33,13 @@ from cuqa_builder.generation.algorithm import (
 )
 from cuqa_builder.generation.estimate import plan_easy, plan_hard
 from cuqa_builder.generation.hard import choose_pairs, merge_pair
-from cuqa_builder.jsonio import JsonlAppender, atomic_write_text, iter_jsonl, read_jsonl
+from cuqa_builder.jsonio import (
+    JsonlAppender,
+    atomic_write_text,
+    iter_jsonl,
+    read_jsonl,
+    write_jsonl,
+)
 from cuqa_builder.llm.batch import describe_batches
 from cuqa_builder.llm.cache import CallCache
 from cuqa_builder.llm.estimate import Calibration, CallPlan, compare
@@ -39,12 +48,14 @@ from cuqa_builder.llm.settings import LLMSettings, resolve_settings
 from cuqa_builder.llm.types import GatewayStats
 from cuqa_builder.ner import EntityExtractor
 from cuqa_builder.records import Candidate, Entity, Event
+from cuqa_builder.refresh import stale_candidates
 from cuqa_builder.run import (
     CANDIDATES,
     EVENTS,
     GENERATION_FAILURES,
     LLM_CACHE,
     GenerationInfo,
+    NothingProducedError,
     RunContext,
     save_run_info,
 )
@@ -67,6 +78,7 @@ class GenerationFailure(BaseModel):
 @dataclass
 class Tally:
     selected: int = 0
+    stale: int = 0  # candidates taken out to be made again: their event changed
     no_entities: int = 0
     outside_window: int = 0
     already_done: int = 0
@@ -77,6 +89,15 @@ class Tally:
     hard_requested: int = 0
     hard_written: int = 0
     hard_failed: int = 0
+    reasons: Counter[str] = field(default_factory=Counter)  # "step: reason" of each failure
+
+    @property
+    def written(self) -> int:
+        return self.aab + self.abc + self.hard_written
+
+    def most_common_failure(self) -> str:
+        (reason, count), = self.reasons.most_common(1)
+        return f"{reason} ({count} of {sum(self.reasons.values())} failures)"
 
     def count(self, item: Candidate) -> None:
         if item.difficulty == "hard":
@@ -175,6 +196,7 @@ class _Writer:
             self.tally.hard_failed += 1
         else:
             self.tally.failed += 1
+        self.tally.reasons[f"{error.step}: {_short(error.reason)}"] += 1
 
     def close(self) -> None:
         self.candidates.close()
@@ -231,18 +253,59 @@ def _hard_jobs(
     ]
 
 
+def _drop_stale(ctx: RunContext, all_events: list[Event], usable: list[Event]) -> int:
+    """Take out of candidates.jsonl the easy candidates whose event (still usable) changed since
+    they were made, and the hard items built on them, so that they are made again; returns how
+    many easy ones. Candidates of removed events stay (validation keeps them out of the data)."""
+    candidates = read_jsonl(ctx.path(CANDIDATES), Candidate)
+    stale = stale_candidates(candidates, {event.id: event for event in all_events})
+    regenerable = {event.id for event in usable}
+    dropped = {c.id for c in candidates if c.difficulty == "easy" and c.id in stale
+               and stale[c.id].kind == "reworded" and c.event.id in regenerable}
+    dropped |= {c.id for c in candidates if any(sub.id in dropped for sub in c.sub_items)}
+    if dropped:
+        write_jsonl(ctx.path(CANDIDATES), [c for c in candidates if c.id not in dropped])
+    return sum(1 for c in candidates if c.id in dropped and c.difficulty == "easy")
+
+
+class _MadeEvent(BaseModel):
+    id: str
+    text: str
+
+
 class _Made(BaseModel):
     """What a run needs to know of a candidate already in the file (not all of it: a large
     run's candidates would not fit in memory)."""
 
     id: str
     difficulty: str
+    event: _MadeEvent
 
 
-def _todo(ctx: RunContext, tally: Tally) -> tuple[Callable[[], Iterator[Event]], int, int]:
+def _drop_stale_if_any(ctx: RunContext) -> int:
+    """`_drop_stale`, when an easy candidate's event was reworded since it was made (after a
+    refresh): that reads every candidate and event at once, which a large run cannot afford on
+    every run, so a light pass over both files looks first."""
+    texts = {event.id: event.text for event in iter_jsonl(ctx.path(EVENTS), Event)}
+    reworded = any(
+        item.difficulty == "easy" and texts.get(item.event.id, item.event.text) != item.event.text
+        for item in iter_jsonl(ctx.path(CANDIDATES), _Made)
+    )
+    del texts
+    if not reworded:
+        return 0
+    return _drop_stale(ctx, read_jsonl(ctx.path(EVENTS), Event), list(_usable_events(ctx)))
+
+
+def _todo(
+    ctx: RunContext, tally: Tally, drop_stale: bool = True
+) -> tuple[Callable[[], Iterator[Event]], int, int]:
     """The events still to generate (a function that reads them again, one at a time), how
-    many they are, and how many hard items are in the file already."""
+    many they are, and how many hard items are in the file already. `drop_stale=False` (an
+    estimate) writes nothing: stale candidates then count as done."""
     seed = ctx.options.generate.seed
+    if drop_stale:
+        tally.stale = _drop_stale_if_any(ctx)
     done, hard_done = set(), 0
     for item in iter_jsonl(ctx.path(CANDIDATES), _Made):
         done.add(item.id)
@@ -263,7 +326,7 @@ def _todo(ctx: RunContext, tally: Tally) -> tuple[Callable[[], Iterator[Event]],
 def estimate(ctx: RunContext, settings: LLMSettings, model: str) -> CallPlan:
     """The calls this stage would make now (`--estimate`; nothing is called or written)."""
     tally = Tally()
-    todo, _, hard_done = _todo(ctx, tally)
+    todo, _, hard_done = _todo(ctx, tally, drop_stale=False)
     plan = CallPlan(model, calibration(settings, model))
     sampling, templates = Sampling(), load_templates()
     easy = plan_easy(plan, todo(), ctx.options.generate.seed, templates, sampling)
@@ -337,12 +400,15 @@ def _summary(
         + (f" ({', '.join(skipped)} skipped)" if skipped else "")
         + f"; {tally.aab + tally.abc} new candidates (AAB {tally.aab}, ABC {tally.abc}"
         + (f"; {tally.fallbacks} ABC draws fell back to AAB" if tally.fallbacks else "")
-        + f"), {tally.already_done} already done, {tally.failed} failed",
+        + f"), {tally.already_done} already done, {tally.failed} failed"
+        + (f"; {tally.stale} of them stale (their event was reworded), made again"
+           if tally.stale else ""),
     ]
     if tally.hard_requested:
         lines.append(f"  hard: {tally.hard_written} new (requested {tally.hard_requested}), "
                      f"{tally.hard_failed} failed")
     if tally.failed or tally.hard_failed:
+        lines.append(f"  most common failure: {tally.most_common_failure()}")
         lines.append(f"  failures: {ctx.path(GENERATION_FAILURES)} (run again to retry them)")
     lines.append(
         f"  LLM {model}: {stats.calls} calls, {stats.cache_hits} cache hits, "
@@ -354,8 +420,20 @@ def _summary(
     return "\n".join(lines)
 
 
+def _short(reason: str, limit: int = 160) -> str:
+    reason = " ".join(reason.split())
+    return reason if len(reason) <= limit else reason[: limit - 1] + "…"
+
+
 def run(ctx: RunContext) -> str:
     started = time.perf_counter()
     tally = Tally()
     model, stats, plan = asyncio.run(_run(ctx, tally))
-    return _summary(ctx, tally, model, stats, time.perf_counter() - started, plan)
+    summary = _summary(ctx, tally, model, stats, time.perf_counter() - started, plan)
+    if tally.reasons and not tally.written:  # every item it tried failed: say why, exit 1
+        raise NothingProducedError(
+            f"no candidate could be made: {tally.failed + tally.hard_failed} failed, most "
+            f"commonly {tally.most_common_failure()}; details in "
+            f"{ctx.path(GENERATION_FAILURES)}; run the same command to retry"
+        )
+    return summary

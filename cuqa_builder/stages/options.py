@@ -42,6 +42,12 @@ class SourceOptions(StageOptions):
         1.0, ge=0, description="minimum pause between two MediaWiki API requests",
         json_schema_extra={"flag": {"metavar": "SECONDS"}},
     )
+    settle: int = Field(
+        14, ge=0, description="a page fetched less than DAYS after its date (a day page's day, "
+        "a year article's 31 December) is re-checked for a new revision by the next run, "
+        "one cheap request per 50 pages, and fetched again only if it changed",
+        json_schema_extra={"flag": {"metavar": "DAYS"}},
+    )
     spacy_model: str = Field("en_core_web_sm", description="spaCy pipeline for NER")
 
 
@@ -81,6 +87,15 @@ class ValidateOptions(StageOptions):
 class ReleaseOptions(StageOptions):
     name: str | None = Field(None, description="dataset name: writes OUTPUT_ROOT/NAME/")
     output_root: Path = Field(Path("output"), description="where releases go")
+    release_version: str | None = Field(
+        None, description="version written in the card and stats.json (default: the release "
+        "date, YYYY-MM-DD; --version prints the program's own version)",
+        json_schema_extra={"flag": {"metavar": "VERSION"}},
+    )
+    # From --cutoff (a comma-separated list for one subset per cutoff), not a flag of its own.
+    cutoffs: tuple[str, ...] = Field(
+        (), description="the cutoffs of the release's subsets (default: the run's cutoff)"
+    )
 
 
 class BuildOptions(StageOptions):
@@ -93,4 +108,12 @@ class BuildOptions(StageOptions):
     release: ReleaseOptions = Field(default_factory=ReleaseOptions)
     quiet: bool = Field(
         False, description="no progress bars", json_schema_extra={"flag": {"aliases": ("-q",)}}
+    )
+    force: bool = Field(
+        False, description="let a stage replace its output with an empty or much smaller one "
+        "(refused otherwise: it usually means a bad input)",
+    )
+    reseed: bool = Field(
+        False, description="start generation afresh with a --seed that differs from the run's "
+        "(the old candidates are kept aside as candidates.seed-N.jsonl)",
     )

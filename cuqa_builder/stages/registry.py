@@ -19,6 +19,7 @@ from cuqa_builder.run import (
     GENERATION_FAILURES,
     MANIFEST,
     PAGES_DIR,
+    REFRESH,
     RUN_INFO,
     RunContext,
 )
@@ -76,7 +77,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("fetch", "Wikipedia pages of the window -> a snapshot", (), (PAGES_DIR, MANIFEST),
           _fetch),
     Stage("events", "pages -> dated events with entities (or --source DIR)", (PAGES_DIR,),
-          (EVENTS, MANIFEST), _events),
+          (EVENTS, MANIFEST, REFRESH), _events),
     Stage("generate", "events -> candidates by Algorithm 1", (EVENTS,),
           (CANDIDATES, GENERATION_FAILURES, RUN_INFO), _generate),
     Stage("validate", "candidates -> verdicts, and the items that passed", (CANDIDATES,),
@@ -99,3 +100,17 @@ def run_stage(stage: Stage, ctx: RunContext) -> str:
             f"{ctx.path(name)} is missing: run the {producer_of(name).name} stage first"
         )
     return stage.run(ctx)
+
+
+def markdown_table() -> str:
+    """The registry as the README's architecture table (a test keeps the two equal)."""
+    def files(names: tuple[str, ...]) -> str:
+        shown = (name if "." in name else f"{name}/" for name in names)  # a folder: pages/
+        return ", ".join(f"`{name}`" for name in shown) or "—"
+
+    rows = [
+        f"| {stage.name} | `stages/{stage.name}.py` | {stage.job} | {files(stage.reads)} | "
+        f"{files(stage.writes)} |"
+        for stage in STAGES
+    ]
+    return "\n".join(["| stage | module | job | reads | writes |", "|---|---|---|---|---|", *rows])

@@ -4,13 +4,18 @@ The folder holds the items (`cuqa.jsonl`, as the annotation pull step left them,
 review), the JSON Schema of an item, a dataset card (`README.md`, whose YAML header the `datasets`
 library reads), `stats.json` (the card's figures, machine-readable) and the run's page manifest.
 Every file is replaced atomically, so a re-release never leaves a half-written file behind.
+
+Several cutoffs (`--cutoff 2023-04,2023-10`, none before the run's) make one subset each, in
+`cutoff-LABEL/cuqa.jsonl`, declared as a config in the card: an item is in the subset of a
+cutoff when every event it is built on is dated after that cutoff. Items whose event was
+reworded or removed since generation (a refresh) are held back until made and reviewed again.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -18,11 +23,13 @@ from pydantic import ValidationError
 
 from cuqa_builder import __version__
 from cuqa_builder.annotation.review import ReviewReport
-from cuqa_builder.dataset import load
+from cuqa_builder.dataset import SUBSET_PREFIX, load
 from cuqa_builder.dataset_card import (
     CARD,
+    CHANGELOG,
     SCHEMA,
     STATS,
+    CutoffSubset,
     ReleaseStats,
     ReleaseWindow,
     render_card,
@@ -30,7 +37,8 @@ from cuqa_builder.dataset_card import (
 from cuqa_builder.errors import describe_validation_error
 from cuqa_builder.jsonio import atomic_write_json, atomic_write_text, iter_jsonl, write_jsonl
 from cuqa_builder.prompts import PromptError, load_prompt
-from cuqa_builder.records import Candidate, CuqaItem, Event
+from cuqa_builder.records import Candidate, CuqaItem, Event, EventRef
+from cuqa_builder.refresh import event_refs, staleness
 from cuqa_builder.run import (
     CANDIDATES,
     DATASET,
@@ -42,6 +50,7 @@ from cuqa_builder.run import (
 )
 from cuqa_builder.validation.checks import describe_checks
 from cuqa_builder.validation.limits import Limits
+from cuqa_builder.window import Window
 
 NO_CATEGORY = "(none)"  # year-article events carry no portal category
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -106,24 +115,33 @@ def _counts(values: Iterable[str]) -> dict[str, int]:
     return dict(sorted(Counter(values).items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def compute_stats(ctx: RunContext, name: str, items: list[CuqaItem]) -> ReleaseStats:
+def release_window(window: Window) -> ReleaseWindow:
+    return ReleaseWindow(
+        cutoff=window.label,
+        known_until=window.cutoff,
+        first_unknown_day=window.cutoff + timedelta(days=1),
+        until=window.until,
+    )
+
+
+def compute_stats(
+    ctx: RunContext, name: str, items: list[CuqaItem], window: Window | None = None
+) -> ReleaseStats:
+    """The card's figures for `items`, released for `window` (default: the run's)."""
     categories = _categories(ctx, items)
     info = load_run_info(ctx.out)
     prompts: dict[str, set[str]] = {}
     for item in items:
         for template, sha in item.generator.prompts.items():
             prompts.setdefault(template, set()).add(sha)
+    released = date.today()
     return ReleaseStats(
         name=name,
-        released=date.today(),
+        version=ctx.options.release.release_version or released.isoformat(),
+        released=released,
         tool=f"cuqa-builder {__version__}",
         items=len(items),
-        window=ReleaseWindow(
-            cutoff=ctx.window.label,
-            known_until=ctx.window.cutoff,
-            first_unknown_day=ctx.window.cutoff + timedelta(days=1),
-            until=ctx.window.until,
-        ),
+        window=release_window(window or ctx.window),
         by_type=_counts(item.type for item in items),
         by_difficulty=_counts(item.difficulty for item in items),
         by_month=dict(sorted(Counter(f"{item.event.date:%Y-%m}" for item in items).items())),
@@ -167,18 +185,110 @@ def _copy_manifest(ctx: RunContext, dest: Path) -> bool:
     return True
 
 
+def _event_refs(ctx: RunContext, items: list[CuqaItem]) -> dict[str, list[EventRef]]:
+    """Item id -> every event it is built on: a hard item's two, from candidates.jsonl (a
+    released item names one event only)."""
+    refs = {item.id: [item.event] for item in items}
+    for candidate in iter_jsonl(ctx.path(CANDIDATES), Candidate):
+        if candidate.id in refs and candidate.sub_items:
+            refs[candidate.id] = event_refs(candidate)
+    return refs
+
+
+def _hold_back_stale(
+    ctx: RunContext, items: list[CuqaItem], refs: Mapping[str, list[EventRef]]
+) -> tuple[list[CuqaItem], int]:
+    """The items whose events are as they were generated from; and how many are not."""
+    if not ctx.path(EVENTS).exists():
+        return items, 0
+    events = {event.id: event for event in iter_jsonl(ctx.path(EVENTS), Event)}
+    kept = [item for item in items if staleness(refs[item.id], events) is None]
+    return kept, len(items) - len(kept)
+
+
+def _subset(
+    items: list[CuqaItem], refs: Mapping[str, list[EventRef]], window: Window
+) -> list[CuqaItem]:
+    """The items still unknown to a model with the window's cutoff, labelled with it."""
+    return [
+        item if item.cutoff == window.label else item.model_copy(update={"cutoff": window.label})
+        for item in items
+        if all(window.contains(ref.date) for ref in refs[item.id])
+    ]
+
+
+def _windows(ctx: RunContext) -> list[Window]:
+    until = ctx.window.until.isoformat()
+    return [Window.parse(cutoff, until) for cutoff in ctx.options.release.cutoffs] or [ctx.window]
+
+
+def _clear_other_layout(dest: Path, subsets: list[str]) -> None:
+    """Remove what an earlier release in this folder left that this one does not write."""
+    (dest / CHANGELOG).unlink(missing_ok=True)  # it compared the earlier release
+    if subsets:
+        (dest / DATASET).unlink(missing_ok=True)
+    for folder in dest.glob(f"{SUBSET_PREFIX}*"):
+        if folder.name not in subsets and (folder / DATASET).is_file():
+            (folder / DATASET).unlink()
+            if not any(folder.iterdir()):
+                folder.rmdir()
+
+
+def _write_subsets(
+    dest: Path, items: list[CuqaItem], refs: Mapping[str, list[EventRef]], windows: list[Window]
+) -> tuple[list[CuqaItem], list[CutoffSubset]]:
+    """One folder per cutoff; returns the items of any subset (each once) and the subsets."""
+    subsets: list[CutoffSubset] = []
+    released: dict[str, CuqaItem] = {}
+    for window in windows:
+        chosen = _subset(items, refs, window)
+        config = f"{SUBSET_PREFIX}{window.label}"
+        write_jsonl(dest / config / DATASET, chosen)
+        subsets.append(CutoffSubset(
+            config=config, path=f"{config}/{DATASET}", window=release_window(window),
+            items=len(chosen), by_type=_counts(i.type for i in chosen),
+            by_difficulty=_counts(i.difficulty for i in chosen),
+        ))
+        for item in chosen:
+            released.setdefault(item.id, item)
+    return list(released.values()), subsets
+
+
 def run(ctx: RunContext) -> str:
     dest = _release_dir(ctx)
     items = _read_items(ctx)
-    stats = compute_stats(ctx, dest.name, items)
+    refs = _event_refs(ctx, items)
+    items, held_back = _hold_back_stale(ctx, items, refs)
+    windows = _windows(ctx)
     dest.mkdir(parents=True, exist_ok=True)
-    write_jsonl(dest / DATASET, items)
+    multi = len(windows) > 1
+    _clear_other_layout(dest, [f"{SUBSET_PREFIX}{w.label}" for w in windows] if multi else [])
+    if multi:
+        items, subsets = _write_subsets(dest, items, refs, windows)
+    else:
+        items, subsets = _subset(items, refs, windows[0]), []
+        write_jsonl(dest / DATASET, items)
+    stats = compute_stats(ctx, dest.name, items, windows[0]).model_copy(
+        update={"subsets": subsets, "stale_held_back": held_back}
+    )
     atomic_write_json(dest / SCHEMA, CuqaItem.model_json_schema())
     atomic_write_json(dest / STATS, stats.model_dump(mode="json"))
     has_manifest = _copy_manifest(ctx, dest)
     atomic_write_text(dest / CARD, render_card(stats, has_manifest, prompt_sources(stats)))
+    return _summary(stats, dest, has_manifest)
+
+
+def _summary(stats: ReleaseStats, dest: Path, has_manifest: bool) -> str:
     reviewed = stats.by_review_status.get("accepted", 0)
-    return (
-        f"release: {stats.items} items ({reviewed} accepted by review) -> {dest}/ "
-        f"({DATASET}, {SCHEMA}, {CARD}, {STATS}" + (f", {MANIFEST})" if has_manifest else ")")
-    )
+    data = ", ".join(s.path for s in stats.subsets) if stats.subsets else DATASET
+    lines = [
+        f"release {stats.version}: {stats.items} items ({reviewed} accepted by review) -> "
+        f"{dest}/ ({data}, {SCHEMA}, {CARD}, {STATS}" + (f", {MANIFEST})" if has_manifest else ")")
+    ]
+    lines += [f"  {s.config}: {s.items} items (events after {s.window.known_until})"
+              for s in stats.subsets]
+    if stats.stale_held_back:
+        lines.append(f"  {stats.stale_held_back} items held back: their event was reworded or "
+                     "removed since they were generated (run generate, validate and review "
+                     "again)")
+    return "\n".join(lines)

@@ -3,7 +3,9 @@
 Every candidate keeps its verdict (`validation`: passed, failures with reasons, probe answers)
 in `candidates.jsonl`, rewritten atomically; the ones that passed become the unreviewed items
 of `cuqa.jsonl`. The checks are cheap and simply run again; probe calls go through the gateway's
-cache, so a killed or repeated run asks the target model nothing twice.
+cache, so a killed or repeated run asks the target model nothing twice. A candidate whose event
+a refresh reworded or removed fails `event_changed` (and is not probed) until the generate stage
+makes it again.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cuqa_builder.annotation.review import ReviewReport
 from cuqa_builder.jsonio import iter_jsonl, read_jsonl, write_jsonl
 from cuqa_builder.llm.settings import (
     API_TIMEOUT_S,
@@ -27,14 +30,17 @@ from cuqa_builder.llm.types import GatewayStats
 if TYPE_CHECKING:
     from cuqa_builder.llm.estimate import CallPlan
 from cuqa_builder.prompts import load_prompt
-from cuqa_builder.records import Candidate, CuqaItem
+from cuqa_builder.records import Candidate, CuqaItem, Event
+from cuqa_builder.refresh import STALE, stale_candidates
 from cuqa_builder.run import (
     CANDIDATES,
     DATASET,
+    EVENTS,
     LLM_CACHE,
     REVIEW_REPORT,
     RunContext,
     ValidationInfo,
+    check_replacement,
     save_run_info,
 )
 from cuqa_builder.stages.options import BuildOptions
@@ -114,6 +120,7 @@ PROBE_OUT_TOKENS, JUDGE_OUT_TOKENS = 8, 2
 def estimate(ctx: RunContext, planned_candidates: int = 0) -> list[CallPlan]:
     """The probes' calls (and the judge's) for the candidates that pass the checks now, plus
     `planned_candidates` not generated yet; none without --probe-model."""
+    from cuqa_builder.judge import DEFAULT_JUDGE_PROMPT, judge_prompt
     from cuqa_builder.llm.estimate import CallPlan
     from cuqa_builder.stages.generate import calibration
 
@@ -141,7 +148,8 @@ def estimate(ctx: RunContext, planned_candidates: int = 0) -> list[CallPlan]:
         plan.notes.append(f"probes: the {planned_candidates} candidates not generated yet are "
                           "assumed to pass the checks, with one known sub-question each")
     closed, given = load_prompt(CLOSED_BOOK), load_prompt(WITH_UNKNOWN_ANSWER)
-    judge_prompt = load_prompt("judge")
+    chosen = judge_prompt(DEFAULT_JUDGE_PROMPT)  # the one the probes' judge uses
+    judge_template = load_prompt(chosen.template)
     answer = "x" * plan.calibration.chars(PROBE_OUT_TOKENS)
     for questions, facts in asked:
         prompts = [("closed book", closed.render(question=q)) for q in questions]
@@ -152,9 +160,10 @@ def estimate(ctx: RunContext, planned_candidates: int = 0) -> list[CallPlan]:
                      PROBE_OUT_TOKENS, template=CLOSED_BOOK if step == "closed book"
                      else WITH_UNKNOWN_ANSWER)
             if judge is not None:
-                judge.add("judge", len(judge_prompt.render(
-                    question=questions[0], prediction=answer, answers=answer)), 8,
-                    JUDGE_OUT_TOKENS)
+                values = {"question": questions[0], "prediction": answer,
+                          chosen.answers_slot: answer}
+                judge.add("judge", len(judge_template.render(**values)), 8, JUDGE_OUT_TOKENS,
+                          template=chosen.template)
     return [plan] if judge is None or judge is plan else [plan, judge]
 
 
@@ -167,11 +176,27 @@ def _count_table(report: CheckReport, names: Sequence[str]) -> list[str]:
     return lines
 
 
+def _mark_stale(ctx: RunContext, candidates: list[Candidate], report: CheckReport) -> None:
+    """Fail the candidates whose event changed or went away since they were made (when the
+    run has its events.jsonl to compare with)."""
+    if not ctx.path(EVENTS).exists():
+        return
+    events = {event.id: event for event in iter_jsonl(ctx.path(EVENTS), Event)}
+    stale = stale_candidates(candidates, events)
+    report.applied[STALE] = len(candidates)
+    for candidate, validation in zip(candidates, report.validations, strict=True):
+        if candidate.id in stale:
+            validation.failures.append(stale[candidate.id].failure())
+            validation.passed = False
+            report.failed[STALE] += 1
+
+
 def _summary(report: CheckReport, passed: int, dataset: str, probes: str | None) -> str:
     total = len(report.validations)
+    names = (*CHECK_NAMES, STALE) if report.applied[STALE] else CHECK_NAMES
     lines = [
         f"validate: {passed} of {total} candidates passed, {total - passed} failed {dataset}",
-        *_count_table(report, CHECK_NAMES),
+        *_count_table(report, names),
     ]
     if probes:
         lines += [probes, *_count_table(report, PROBE_CHECKS)]
@@ -186,6 +211,7 @@ def run(ctx: RunContext) -> str:
     options = ctx.options
     limits = options.checks.limits
     report = check_all(candidates, limits)
+    _mark_stale(ctx, candidates, report)
     settings = ValidationInfo(limits=limits)
     probes_line = None
     if options.checks.probe_model:
@@ -208,17 +234,35 @@ def run(ctx: RunContext) -> str:
     ]
     write_jsonl(path, validated)
     passed = [c.to_item() for c in validated if c.validation and c.validation.passed]
-    dataset = _write_dataset(ctx.path(DATASET), ctx.path(REVIEW_REPORT), passed)
+    dataset = _write_dataset(
+        ctx.path(DATASET), ctx.path(REVIEW_REPORT), passed, options.force
+    )
     return _summary(report, len(passed), dataset, probes_line)
 
 
-def _write_dataset(path: Path, review_report: Path, items: list[CuqaItem]) -> str:
+def _write_dataset(
+    path: Path, review_report: Path, items: list[CuqaItem], force: bool
+) -> str:
     """Write the passed items, unless people reviewed this run: their verdicts are never
     overwritten, not even a review that accepted nothing (pulling the annotations again
-    applies the new verdicts)."""
+    applies the new verdicts). A review report in which nobody judged anything (an empty
+    export, say) protects nothing: it and its empty file are replaced."""
     reviewed = sum(item.review.status != "unreviewed" for item in iter_jsonl(path, CuqaItem))
-    if reviewed or review_report.exists():
+    if reviewed or _judged_something(review_report):
         return (f"(kept {path}: it holds the {reviewed} items accepted by review; "
                 "`cuqa-annotate pull` or `import` again applies these verdicts)")
+    check_replacement(path, len(items), "items that passed", force)
+    review_report.unlink(missing_ok=True)
     write_jsonl(path, items)
     return f"-> {path}"
+
+
+def _judged_something(review_report: Path) -> bool:
+    """Whether a review report records any judgement; one that cannot be read counts as yes."""
+    if not review_report.exists():
+        return False
+    try:
+        report = ReviewReport.model_validate_json(review_report.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return True
+    return report.reviewed > 0

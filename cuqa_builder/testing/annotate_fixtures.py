@@ -81,3 +81,7 @@ def accept(rewrite: str | None = None, answer: str | None = None) -> list[dict[s
 
 def reject(*reasons: str) -> list[dict[str, Any]]:
     return [choices("verdict", "reject"), *([choices("reasons", *reasons)] if reasons else [])]
+
+
+def unsure() -> list[dict[str, Any]]:
+    return [choices("verdict", "unsure")]

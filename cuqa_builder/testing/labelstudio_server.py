@@ -16,7 +16,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 DEFAULT_VENV = Path.home() / ".cache" / "cuqa-builder" / "label-studio-venv"
@@ -50,8 +50,9 @@ def free_port() -> int:
 @dataclass
 class LabelStudioServer:
     url: str
-    token: str
+    token: str = field(repr=False)
     username: str
+    password: str = field(repr=False)  # for a browser that logs in as the admin
     process: subprocess.Popen
     log_path: Path
 
@@ -79,11 +80,12 @@ def start_label_studio(data_dir: Path, timeout_s: float = START_TIMEOUT_S) -> La
     port = free_port()
     token = secrets.token_hex(20)
     username = "reviewer@example.com"
+    password = secrets.token_urlsafe(16)
     env = {
         **os.environ,
         "LABEL_STUDIO_BASE_DATA_DIR": str(data_dir),
         "LABEL_STUDIO_USERNAME": username,
-        "LABEL_STUDIO_PASSWORD": secrets.token_urlsafe(16),
+        "LABEL_STUDIO_PASSWORD": password,
         "LABEL_STUDIO_USER_TOKEN": token,
         "LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN": "true",
     }
@@ -96,7 +98,7 @@ def start_label_studio(data_dir: Path, timeout_s: float = START_TIMEOUT_S) -> La
             env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         )
     server = LabelStudioServer(
-        url=f"http://127.0.0.1:{port}", token=token, username=username,
+        url=f"http://127.0.0.1:{port}", token=token, username=username, password=password,
         process=process, log_path=log_path,
     )
     try:

@@ -2,8 +2,11 @@
 
 `MediaWikiServer(pages)` answers `action=query&prop=revisions` on 127.0.0.1, by `titles` (with
 title normalisation, redirects and missing pages) or by `revids` (older revisions are kept when
-a page is edited with `edit`). Like the real API it refuses more than 50 titles or revids, and
-when `max_revisions_per_reply` is set it answers only part of a batch with a `continue` block.
+a page is edited with `edit`), and `prop=info` by `titles` (each page's `lastrevid`, `touched`
+and `length`, as a refresh re-checks pages). Pages change between two runs with `edit` (a new
+revision, or a new page: a new day) and `delete`. Like the real API it refuses more than 50
+titles or revids, and when `max_revisions_per_reply` is set it answers only part of a batch
+with a `continue` block.
 
 Every request is recorded (query parameters, headers, arrival time, requests in flight), and
 failures are injected in order with `fail_next(...)`: a maxlag error with Retry-After, a 429
@@ -133,6 +136,15 @@ class MediaWikiServer(LoopbackServer):
             self._store(Revision(revid, title, timestamp, text))
         return revid
 
+    def delete(self, title: str) -> None:
+        """The page is gone (its revisions stay reachable by revid, as for an admin)."""
+        with self.lock:
+            del self.current[title]
+
+    def requests_for(self, prop: str) -> list[RecordedRequest]:
+        """The recorded requests of one kind: `revisions` (content) or `info` (re-checks)."""
+        return [r for r in self.requests if r.params.get("prop") == prop]
+
     def _store(self, revision: Revision) -> None:
         self.revisions[revision.revid] = revision
         self.current[revision.title] = revision.revid
@@ -144,8 +156,8 @@ class MediaWikiServer(LoopbackServer):
         """The JSON a real api.php would send for these parameters (no faults)."""
         if params.get("format") != "json" or params.get("formatversion") != "2":
             return _error("badvalue", "This fake only speaks format=json&formatversion=2.")
-        if params.get("action") != "query" or params.get("prop") != "revisions":
-            return _error("badvalue", "This fake only answers action=query&prop=revisions.")
+        if params.get("action") != "query" or params.get("prop") not in ("revisions", "info"):
+            return _error("badvalue", "This fake only answers action=query&prop=revisions|info.")
         for key in ("titles", "revids"):
             values = params.get(key, "").split("|") if params.get(key) else []
             if len(values) > LIMIT:
@@ -154,11 +166,39 @@ class MediaWikiServer(LoopbackServer):
                     f'Too many values supplied for parameter "{key}". The limit is {LIMIT}.',
                 )
         with self.lock:
+            if params["prop"] == "info":
+                return self._info(params)
             if params.get("revids"):
                 return self._by_revids(params)
             return self._by_titles(params)
 
+    def _info(self, params: dict[str, str]) -> dict[str, Any]:
+        query, finals = self._resolve_titles(params)
+        query["pages"] = [self._info_entry(title) for title in finals]
+        return {"batchcomplete": True, "query": query}
+
+    def _info_entry(self, title: str) -> dict[str, Any]:
+        namespace = PORTAL_NAMESPACE if title.startswith("Portal:") else 0
+        if title not in self.current:
+            return {"ns": namespace, "title": title, "missing": True}
+        latest = self.revisions[self.current[title]]
+        return {"pageid": self.page_ids[title], "ns": namespace, "title": title,
+                "contentmodel": "wikitext", "pagelanguage": "en", "touched": latest.timestamp,
+                "lastrevid": latest.revid, "length": len((latest.text or "").encode())}
+
     def _by_titles(self, params: dict[str, str]) -> dict[str, Any]:
+        query, finals = self._resolve_titles(params)
+        units = sorted(
+            (self.page_ids[title], self.revisions[self.current[title]])
+            for title in finals
+            if title in self.current
+        )
+        served, continuation = self._slice(units, params.get("rvcontinue"))
+        query["pages"] = [self._page_entry(title, served) for title in finals]
+        return _with_continuation({"query": query}, continuation)
+
+    def _resolve_titles(self, params: dict[str, str]) -> tuple[dict[str, Any], list[str]]:
+        """The `normalized`/`redirects` blocks of the answer and the final titles, in order."""
         query: dict[str, Any] = {}
         normalized, redirected, finals = [], [], []
         for asked in params.get("titles", "").split("|"):
@@ -174,14 +214,7 @@ class MediaWikiServer(LoopbackServer):
             query["normalized"] = normalized
         if redirected:
             query["redirects"] = redirected
-        units = sorted(
-            (self.page_ids[title], self.revisions[self.current[title]])
-            for title in finals
-            if title in self.current
-        )
-        served, continuation = self._slice(units, params.get("rvcontinue"))
-        query["pages"] = [self._page_entry(title, served) for title in finals]
-        return _with_continuation({"query": query}, continuation)
+        return query, finals
 
     def _by_revids(self, params: dict[str, str]) -> dict[str, Any]:
         query: dict[str, Any] = {}

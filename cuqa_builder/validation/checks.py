@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from functools import cache
 
-from cuqa_builder.generation.algorithm import answer_aliases
-from cuqa_builder.records import Candidate, CheckFailure, EventRef, Validation
+from cuqa_builder.records import Candidate, CheckFailure, EventRef, Validation, answer_aliases
 from cuqa_builder.text import contains_answer, normalize_answer
 from cuqa_builder.validation.limits import Limits
 from cuqa_builder.window import WindowError, parse_cutoff
@@ -41,7 +40,14 @@ _RESIDUE = re.compile(
     r"|\{[^{}]*\}",
     re.IGNORECASE,
 )
+# Markup a plain question or answer never holds: HTML tags, wiki links and templates, bold
+# quotes, character entities, URLs (a pasted page, or a reviewer's edit box gone wrong).
+_MARKUP = re.compile(
+    r"</?[A-Za-z!][^<>]*>|\[\[|\]\]|\{\{|\}\}|'''|&#?\w+;|\bhttps?://|\bwww\.",
+    re.IGNORECASE,
+)
 _QUOTE_CHARS = 60  # how much of a long text a reason quotes
+MAX_CHARS_PER_WORD = 15  # a question of at most N words is at most 15 N characters long
 _NON_WORD = re.compile(r"[^\w\s]")
 
 
@@ -117,12 +123,17 @@ def one_question(candidate: Candidate, limits: Limits) -> CheckFailure | None:
 
 def question_length(candidate: Candidate, limits: Limits) -> CheckFailure | None:
     words = len(candidate.question.split())
-    if limits.min_question_words <= words <= limits.max_question_words:
-        return None
-    bounds = f"{limits.min_question_words}-{limits.max_question_words}"
-    return CheckFailure(
-        check="question_length", reason=f"the question has {words} words (allowed {bounds})"
-    )
+    if not limits.min_question_words <= words <= limits.max_question_words:
+        bounds = f"{limits.min_question_words}-{limits.max_question_words}"
+        return CheckFailure(
+            check="question_length", reason=f"the question has {words} words (allowed {bounds})"
+        )
+    chars, most = len(candidate.question), limits.max_question_words * MAX_CHARS_PER_WORD
+    if chars > most:  # a few giant "words": pasted markup, a run of characters
+        return CheckFailure(
+            check="question_length", reason=f"the question has {chars} characters (at most {most})"
+        )
+    return None
 
 
 def template_residue(candidate: Candidate, limits: Limits) -> CheckFailure | None:
@@ -133,6 +144,16 @@ def template_residue(candidate: Candidate, limits: Limits) -> CheckFailure | Non
         check="template_residue",
         reason=f"prompt text or a placeholder left in the question: {_quote(found.group(0))}",
     )
+
+
+def markup(candidate: Candidate, limits: Limits) -> CheckFailure | None:
+    for what, text in (("question", candidate.question), ("answer", candidate.answer)):
+        found = _MARKUP.search(text)
+        if found is not None:
+            return CheckFailure(
+                check="markup", reason=f"markup in the {what}: {_quote(found.group(0))}"
+            )
+    return None
 
 
 def _echo_sources(candidate: Candidate) -> Iterator[tuple[str, str]]:
@@ -234,6 +255,8 @@ class Check:
     function: CheckFunction
     summary: str  # what passing means, for the dataset card; {fields} of Limits are filled in
     applies: Callable[[Candidate], bool] = _always
+    # Whether the check reads the question or answer text, so a reviewer's edit can break it.
+    on_edit: bool = True
 
     @property
     def name(self) -> str:
@@ -242,16 +265,18 @@ class Check:
 
 CHECKS: tuple[Check, ...] = (
     Check(one_question, "one question ending in `?`"),
-    Check(question_length, "{min_question_words}-{max_question_words} words"),
+    Check(question_length, "{min_question_words}-{max_question_words} words (at most "
+          f"{MAX_CHARS_PER_WORD} characters a word on average)"),
     Check(template_residue, "no prompt residue"),
+    Check(markup, "no HTML or wiki markup, entities or URLs in the question or answer"),
     Check(prompt_echo, "not a mere repeat of one sub-question"),
     Check(short_answer, "a non-empty answer of at most {max_answer_words} words"),
     Check(answer_in_question, "the answer (or an alias) absent from the question"),
     Check(bridge_in_question, "in ABC items the bridge entity absent from the question",
           applies=lambda c: bool(hidden_bridges(c))),
     Check(known_question_mentions_bridge, "the known question of ABC items mentions the bridge",
-          applies=lambda c: bool(_easy_abc_items(c))),
-    Check(event_after_cutoff, "the event dated after the cutoff"),
+          applies=lambda c: bool(_easy_abc_items(c)), on_edit=False),
+    Check(event_after_cutoff, "the event dated after the cutoff", on_edit=False),
 )
 DUPLICATE = "duplicate"
 CHECK_NAMES: tuple[str, ...] = (*(c.name for c in CHECKS), DUPLICATE)
@@ -301,6 +326,12 @@ def _run_checks(candidate: Candidate, limits: Limits, applied: Counter[str]) -> 
             if (failure := check.function(candidate, limits)) is not None:
                 failures.append(failure)
     return failures
+
+
+def check_edit(candidate: Candidate, limits: Limits) -> list[CheckFailure]:
+    """Every check of the question and answer text, on a candidate a reviewer has edited."""
+    failures = (c.function(candidate, limits) for c in CHECKS if c.on_edit and c.applies(candidate))
+    return [failure for failure in failures if failure is not None]
 
 
 def check_all(candidates: list[Candidate], limits: Limits) -> CheckReport:

@@ -15,21 +15,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 from tqdm import tqdm
 
+from cuqa_builder.answer_parsing import extract_answer
 from cuqa_builder.judge import judge
+from cuqa_builder.llm.client import LLMClient, prompt_request
 from cuqa_builder.llm.types import LLMError
 from cuqa_builder.prompts import load_prompt
 from cuqa_builder.records import Candidate, CheckFailure
-from cuqa_builder.solvers.answer_parsing import extract_answer
 from cuqa_builder.text import contains_answer, normalize_answer
 from cuqa_builder.validation.checks import CheckReport
-
-if TYPE_CHECKING:  # the gateway module loads `openai`, which only probing needs
-    from cuqa_builder.llm.gateway import Gateway
 
 CLOSED_BOOK = "probe_closed_book"
 WITH_UNKNOWN_ANSWER = "probe_with_unknown_answer"
@@ -111,8 +108,8 @@ def _given_facts(candidate: Candidate) -> str:
 
 @dataclass
 class Prober:
-    gateway: Gateway
-    judge_gateway: Gateway | None = None
+    gateway: LLMClient
+    judge_gateway: LLMClient | None = None
 
     @property
     def judge_name(self) -> str:
@@ -140,12 +137,16 @@ class Prober:
             with_unknown_answer=with_unknown,
         )
 
+    async def ask_closed_book(self, question: str, answers: list[str]) -> ProbeAnswer:
+        """One question, no passage: the target model's answer and whether it is right."""
+        return await self._ask(CLOSED_BOOK, question, answers)
+
     async def _ask(
         self, template_name: str, question: str, answers: list[str], **values: str
     ) -> ProbeAnswer:
         template = load_prompt(template_name)
-        result = await self.gateway.prompt(
-            template, {"question": question, **values}, **PROBE_SAMPLING
+        result = await self.gateway.chat(
+            prompt_request(template, {"question": question, **values}, **PROBE_SAMPLING)
         )
         prediction = extract_answer(result.text)
         correct = await self._is_correct(question, prediction, answers)
@@ -155,7 +156,8 @@ class Prober:
 
     async def _is_correct(self, question: str, prediction: str, answers: list[str]) -> bool:
         if self.judge_gateway is not None:
-            return await judge(self.judge_gateway, question, prediction, answers)
+            # The probes judge a short answer against the item's answer and aliases.
+            return await judge(self.judge_gateway, question, prediction, answers, "reworded")
         return any(contains_answer(prediction, answer) for answer in answers)
 
 

@@ -185,6 +185,28 @@ class MediaWikiClient:
             titles = [title for title, _ in batch]
             yield self._collect(titles, params, _RevisionMatcher(dict(batch)))
 
+    def latest_revids(self, titles: Sequence[str]) -> dict[str, int | None]:
+        """Each title's latest revision id by `prop=info`, 50 titles per request and no
+        content: a cheap way to see which stored pages changed. None for a page that no longer
+        exists; a title whose batch failed for good (logged) is left out, to be checked later.
+        """
+        latest: dict[str, int | None] = {}
+        for batch in chunks(list(titles), MAX_TITLES):
+            try:
+                data = self.query({"prop": "info", "titles": "|".join(batch), "redirects": "1"})
+            except WikiError as exc:
+                log.warning("MediaWiki API: could not re-check %s", exc)
+                continue
+            _log_warnings(data)
+            query = data.get("query", {})
+            matcher = _TitleMatcher(batch)
+            matcher.learn(query)
+            latest.update(dict.fromkeys(matcher.missing(query)))
+            for page in query.get("pages", []):
+                if isinstance(page.get("lastrevid"), int):
+                    latest.update(dict.fromkeys(matcher.asked_as(page["title"]), page["lastrevid"]))
+        return latest
+
     def _collect(
         self, requested: list[str], params: dict[str, str], matcher: _Matcher
     ) -> BatchResult:
@@ -340,7 +362,7 @@ class _TitleMatcher:
             for entry in query.get(key, []):
                 self.renamed[entry["from"]] = entry["to"]
 
-    def _asked_as(self, api_title: str) -> list[str]:
+    def asked_as(self, api_title: str) -> list[str]:
         return [title for title in self.requested if self._final(title) == api_title]
 
     def _final(self, title: str) -> str:
@@ -359,14 +381,14 @@ class _TitleMatcher:
                 reason = f"invalid title ({page.get('invalidreason', 'no reason given')})"
             else:
                 continue
-            for title in self._asked_as(page.get("title", "")):
+            for title in self.asked_as(page.get("title", "")):
                 problems[title] = reason
         return problems
 
     def revisions(self, query: dict[str, Any]) -> Iterable[tuple[str, dict[str, Any]]]:
         for page in query.get("pages", []):
             for revision in page.get("revisions", [])[:1]:
-                for title in self._asked_as(page.get("title", "")):
+                for title in self.asked_as(page.get("title", "")):
                     yield title, revision
 
 

@@ -116,6 +116,11 @@ def is_blank(nodes: Sequence[Node]) -> bool:
     )
 
 
+def is_heading(nodes: Sequence[Node]) -> bool:
+    """Whether a line is a section heading (`== History ==`)."""
+    return any(isinstance(node, Heading) for node in nodes)
+
+
 def significant(nodes: Sequence[Node]) -> list[Node]:
     """The nodes of a line without comments and whitespace."""
     return [node for node in nodes if not is_blank([node])]

@@ -1,4 +1,5 @@
-"""Reading models' free text: short answers, verbalised confidence, sub-question lists, yes/no.
+"""Reading models' free text: short answers, verbalised confidence, sub-question lists, yes/no
+(shared by the solvers, the validation probes and the judge).
 
 Models rarely follow a format exactly, so every parser here accepts the shapes seen in practice
 and degrades to something usable (or None) instead of raising.

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Install Debian's `chromium` for the browser test of the review screen (tests marked `browser`),
+# which drives it headless over the DevTools protocol (Playwright, from the test extras, with
+# this system browser: Playwright's own browser download is never used). Idempotent and quiet:
+# an installed chromium that reports its version is reused at once. CI runs this through
+# scripts/test.sh as root; elsewhere, without root, it says what to do and the browser test skips.
+#
+#   CUQA_CHROMIUM  a browser to use instead (the test reads it too); default: chromium on PATH
+set -euo pipefail
+
+if [ -n "${CUQA_CHROMIUM:-}" ] && "$CUQA_CHROMIUM" --version >/dev/null 2>&1; then
+  echo "chromium: using $CUQA_CHROMIUM"
+  exit 0
+fi
+if command -v chromium >/dev/null 2>&1 && chromium --version >/dev/null 2>&1; then
+  echo "chromium: reusing $(chromium --version 2>/dev/null | head -n 1)"
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+  echo "install-chromium.sh: chromium is missing; install Debian's chromium package" \
+       "(apt-get install chromium fonts-dejavu-core) or set CUQA_CHROMIUM" >&2
+  exit 1
+fi
+
+log="$(mktemp "${TMPDIR:-/tmp}/install-chromium.XXXXXX.log")"
+trap 'rm -f "$log"' EXIT
+echo "chromium: installing Debian's package (about 300 MB installed)"
+# Fonts are only recommended by the package, yet a page without them renders as empty boxes.
+if ! { apt-get update -qq &&
+       DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+         chromium fonts-dejavu-core; } >"$log" 2>&1; then
+  echo "install-chromium.sh: installation failed; last lines of its log:" >&2
+  tail -n 30 "$log" >&2
+  exit 1
+fi
+echo "chromium: ready, $(chromium --version 2>/dev/null | head -n 1)"
