@@ -22,6 +22,7 @@ from cuqa_builder.cli.shell import add_verbosity_flags, run_command
 from cuqa_builder.cutoff_estimate import ESTIMATION_RULE, CutoffProbeOptions
 from cuqa_builder.errors import UsageError
 from cuqa_builder.evaluation.datasets import EvalItem, load_items
+from cuqa_builder.evaluation.estimate import EvalCommand
 from cuqa_builder.evaluation.gap import evaluate_gap
 from cuqa_builder.evaluation.harness import Evaluation, evaluate
 from cuqa_builder.evaluation.outputs import GAP, SWEEP, EvalSettings, RetrieverInfo, Scoring
@@ -354,12 +355,21 @@ async def open_session(args: argparse.Namespace) -> AsyncIterator[Session]:
         # What the run was expected to spend, for the summary (a dry run: no call).
         from cuqa_builder.evaluation.estimate import plan_evaluation
 
-        plan = (await plan_evaluation(args, options, settings))[0]
+        plan = (await plan_evaluation(_asked(args), options, settings))[0]
         yield Session(evaluation, items)
         print(_usage_line(gateway.stats), file=sys.stderr)
         print(compare(plan, gateway.stats), file=sys.stderr)
         if isinstance(retriever, WebSearchRetriever):
             print(_search_line(retriever), file=sys.stderr)
+
+
+def _asked(args: argparse.Namespace) -> EvalCommand:
+    """The command's flags as `--estimate` and the summary's estimate read them."""
+    return EvalCommand(
+        command=args.command, method=args.method, data=args.data, split=args.split,
+        limit=args.limit, aliases=args.aliases, judge_model=args.judge_model,
+        judge_prompt=args.judge_prompt,
+    )
 
 
 def _usage_line(stats: GatewayStats) -> str:
@@ -474,7 +484,8 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "llm_options", None) and args.llm_options.estimate:
             from cuqa_builder.evaluation.estimate import estimate_evaluation
 
-            print(asyncio.run(estimate_evaluation(args, solver_options(args))))
+            settings = resolve_settings(args.llm_options, default_cache=args.out / LLM_CACHE)
+            print(asyncio.run(estimate_evaluation(_asked(args), solver_options(args), settings)))
             return 0
         print(asyncio.run(COMMANDS[args.command](args)))
         return 0

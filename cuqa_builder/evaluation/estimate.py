@@ -10,23 +10,36 @@ stood in too (`--top-k` passages of an event's length), so no index is built or 
 
 from __future__ import annotations
 
-import argparse
+from dataclasses import dataclass
+from pathlib import Path
 
 from cuqa_builder.evaluation.datasets import load_items
 from cuqa_builder.judge import DEFAULT_JUDGE_PROMPT, judge
-from cuqa_builder.llm.estimate import CallPlan, describe
+from cuqa_builder.llm.estimate import CallPlan, calibration, describe
 from cuqa_builder.llm.prices import PriceTable
-from cuqa_builder.llm.settings import LOCAL_SLOTS_MAX, LLMSettings, resolve_settings
+from cuqa_builder.llm.settings import LOCAL_SLOTS_MAX, LLMSettings
 from cuqa_builder.llm.types import ChatRequest, ChatResult, TokenLogprob
 from cuqa_builder.retrieval.types import Passage
-from cuqa_builder.run import LLM_CACHE
 from cuqa_builder.solvers import NO_RETRIEVAL, get_solver
 from cuqa_builder.solvers.base import SolverOptions, SolverRun
-from cuqa_builder.stages.generate import calibration
 
 STAND_IN_ANSWER = "So the answer is unknown."
 ANSWER_TOKENS = 48  # before the cache knows the model: a sentence or two
 PASSAGE_CHARS = 300  # about one event's text with its title
+
+
+@dataclass(frozen=True)
+class EvalCommand:
+    """What an evaluation command was asked (from cuqa-eval's flags)."""
+
+    command: str
+    method: str
+    data: Path
+    split: str | None = None
+    limit: int | None = None
+    aliases: bool = True
+    judge_model: str | None = None
+    judge_prompt: str = DEFAULT_JUDGE_PROMPT
 
 
 class PlanningGateway:
@@ -55,25 +68,24 @@ class StandInRetriever:
 
 
 async def plan_evaluation(
-    args: argparse.Namespace, options: SolverOptions, settings: LLMSettings
+    asked: EvalCommand, options: SolverOptions, settings: LLMSettings
 ) -> list[CallPlan]:
     model = settings.model or settings.local or "(no --model given)"
     plan = CallPlan(model, calibration(settings, model))
     judge_plan = None
-    if args.judge_model:
-        judge_plan = plan if args.judge_model == model else CallPlan(
-            args.judge_model, calibration(settings, args.judge_model))
-    solver = get_solver(args.method)
-    retriever = None if args.method in NO_RETRIEVAL else StandInRetriever()
-    items = load_items(args.data, split=args.split, limit=args.limit,
-                       aliases=getattr(args, "aliases", True))
+    if asked.judge_model:
+        judge_plan = plan if asked.judge_model == model else CallPlan(
+            asked.judge_model, calibration(settings, asked.judge_model))
+    solver = get_solver(asked.method)
+    retriever = None if asked.method in NO_RETRIEVAL else StandInRetriever()
+    items = load_items(asked.data, split=asked.split, limit=asked.limit, aliases=asked.aliases)
     for item in items:
         run = SolverRun(PlanningGateway(plan), retriever, options)
         answer = (await solver(item.question, run)).strip()
         plan.rounds = max(plan.rounds, run.llm_calls)
         if judge_plan is not None:
             await judge(PlanningGateway(judge_plan), item.question, answer or "x", item.answers,
-                        getattr(args, "judge_prompt", None) or DEFAULT_JUDGE_PROMPT)
+                        asked.judge_prompt)
     plan.notes.append(f"{len(items)} items; each method's shortest path (a model that answers "
                       "at once): iterating or decomposing methods can call more")
     if judge_plan is not None and judge_plan is not plan:
@@ -84,16 +96,17 @@ async def plan_evaluation(
     return [plan]
 
 
-async def estimate_evaluation(args: argparse.Namespace, options: SolverOptions) -> str:
-    settings = resolve_settings(args.llm_options, default_cache=args.out / LLM_CACHE)
-    plans = await plan_evaluation(args, options, settings)
+async def estimate_evaluation(
+    asked: EvalCommand, options: SolverOptions, settings: LLMSettings
+) -> str:
+    plans = await plan_evaluation(asked, options, settings)
     prices = PriceTable.load(settings.prices_path)
     concurrency = (min(settings.concurrency, LOCAL_SLOTS_MAX) if settings.uses_local_model
                    else settings.concurrency)
-    lines = [f"estimate for cuqa-eval {args.command} --method {args.method} (nothing was "
+    lines = [f"estimate for cuqa-eval {asked.command} --method {asked.method} (nothing was "
              "called or written):"]
-    if args.command != "run":
-        lines.append(f"  one run of the method over the items; `{args.command}` makes more "
+    if asked.command != "run":
+        lines.append(f"  one run of the method over the items; `{asked.command}` makes more "
                      "(sweep: one per value; gap: the sub-questions too)")
     lines += [describe(plan, settings, prices, concurrency) for plan in plans]
     return "\n".join(lines)

@@ -86,6 +86,19 @@ class Calibration:
         return round(tokens * self.chars_per_token)
 
 
+def calibration(settings: LLMSettings, model: str) -> Calibration:
+    """The calibration for `model` from the settings' cache file (defaults without one: none
+    is created)."""
+    path = settings.cache_path
+    if path is None or not path.exists():
+        return Calibration()
+    cache = CallCache(path)
+    try:
+        return Calibration.from_cache(cache, model)
+    finally:
+        cache.close()
+
+
 @dataclass
 class StepPlan:
     calls: int = 0

@@ -41,8 +41,7 @@ from cuqa_builder.jsonio import (
     write_jsonl,
 )
 from cuqa_builder.llm.batch import describe_batches
-from cuqa_builder.llm.cache import CallCache
-from cuqa_builder.llm.estimate import Calibration, CallPlan, compare
+from cuqa_builder.llm.estimate import CallPlan, calibration, compare
 from cuqa_builder.llm.gateway import open_gateway
 from cuqa_builder.llm.settings import LLMSettings, resolve_settings
 from cuqa_builder.llm.types import GatewayStats
@@ -337,18 +336,6 @@ def estimate(ctx: RunContext, settings: LLMSettings, model: str) -> CallPlan:
         plan.notes.append(f"hard: {pairs} pairs assumed composable (known once easy items "
                           "exist)")
     return plan
-
-
-def calibration(settings: LLMSettings, model: str) -> Calibration:
-    """The cache's calibration for `model` (defaults without a cache file: none is made)."""
-    path = settings.cache_path
-    if path is None or not path.exists():
-        return Calibration()
-    cache = CallCache(path)
-    try:
-        return Calibration.from_cache(cache, model)
-    finally:
-        cache.close()
 
 
 async def _run(ctx: RunContext, tally: Tally) -> tuple[str, GatewayStats, CallPlan | None]:

@@ -121,8 +121,7 @@ def estimate(ctx: RunContext, planned_candidates: int = 0) -> list[CallPlan]:
     """The probes' calls (and the judge's) for the candidates that pass the checks now, plus
     `planned_candidates` not generated yet; none without --probe-model."""
     from cuqa_builder.judge import DEFAULT_JUDGE_PROMPT, judge_prompt
-    from cuqa_builder.llm.estimate import CallPlan
-    from cuqa_builder.stages.generate import calibration
+    from cuqa_builder.llm.estimate import CallPlan, calibration
 
     options = ctx.options
     if not options.checks.probe_model:
