@@ -91,6 +91,7 @@ class RateLimiter:
         self._tokens = _Pace(tpm) if tpm else None
         self._clock = clock
         self._blocked_until = 0.0
+        self._last_start = float("-inf")  # when the latest call actually started (--rpm)
         self._answers_since_cut = 0
         self._last_reserved = 0  # tokens the latest call reserved: what the next may need
         self._room = asyncio.Condition()
@@ -119,6 +120,13 @@ class RateLimiter:
             start = max(start, self._tokens.reserve(start, tokens))
         if start > now:
             await asyncio.sleep(start - now)
+        if self._requests is not None:
+            # A busy event loop wakes sleepers late and then several at once: keep even the
+            # actual starts apart (checked and set without an await in between: atomic).
+            while (gap := self._last_start + self._requests.seconds_per_unit
+                   - self._clock()) > 0:
+                await asyncio.sleep(gap)
+            self._last_start = self._clock()
 
     def used(self, reserved: int, actual: int) -> None:
         """A call's answer came with its real token count: give back what it did not use."""
