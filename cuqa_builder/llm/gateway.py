@@ -486,7 +486,7 @@ async def open_gateway(settings: LLMSettings) -> AsyncIterator[Gateway]:
         if settings.uses_local_model:
             assert settings.local is not None
             concurrency = min(settings.concurrency, LOCAL_SLOTS_MAX)
-            server = LocalServer(settings.local, parallel=concurrency)
+            server = LocalServer(settings.local, threads=settings.threads, parallel=concurrency)
             base_url: str | None = await asyncio.to_thread(server.start)
             stack.callback(server.close)
             model = settings.local

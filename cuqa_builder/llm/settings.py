@@ -40,6 +40,7 @@ class LLMSettings(BaseModel):
     # sent as plain text; llama.cpp serves both.
     api: Literal["chat", "completions"] = "chat"
     concurrency: int = Field(default=DEFAULT_CONCURRENCY, ge=1)
+    threads: int | None = Field(default=None, ge=1)  # embedded model's; None: every core
     cache_path: Path | None = None  # None: no cache
     refresh: bool = False  # ignore cached answers (and overwrite them)
     timeout_s: float = Field(default=API_TIMEOUT_S, gt=0)
@@ -103,6 +104,11 @@ class LLMOptions(BaseModel):
     concurrency: int = Field(
         DEFAULT_CONCURRENCY, ge=1,
         description=f"parallel calls; the embedded model serves at most {LOCAL_SLOTS_MAX} at once",
+        json_schema_extra={"flag": {"metavar": "N"}},
+    )
+    threads: int | None = Field(
+        None, ge=1,
+        description="CPU threads of the embedded model (default: every core this process may use)",
         json_schema_extra={"flag": {"metavar": "N"}},
     )
     cache: Path | None = Field(
@@ -201,6 +207,7 @@ def resolve_settings(
         base_url=base_url,
         local=local,
         concurrency=options.concurrency,
+        threads=options.threads,
         cache_path=None if options.no_cache else (options.cache or default_cache),
         refresh=options.refresh,
         timeout_s=options.timeout or (LOCAL_TIMEOUT_S if local else API_TIMEOUT_S),
