@@ -262,6 +262,7 @@ CHECK_REASONS = [  # the names the validators and probes use (cuqa_builder/valid
     ("known_question_mentions_bridge", "known part wrong"),
     ("event_after_cutoff", "not unknown"),
     ("duplicate", "other"),
+    ("near_duplicate", "other"),
     ("probe_not_unknown", "not unknown"),
     ("probe_known_part_not_known", "known part wrong"),
     ("probe_does_not_compose", "answer wrong"),

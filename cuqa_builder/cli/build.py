@@ -43,8 +43,8 @@ def _epilog() -> str:
     return (
         "stages (each reads the previous stage's file in --out, so any can be re-run alone):\n"
         + "\n".join(lines)
-        + f"\n  {'all':<{width}}  (fetch unless --source,) events, generate and validate, and "
-        "release when --name is given\n\nA killed run resumes: run the same command again. "
+        + f"\n  {'all':<{width}}  (fetch unless --source,) events, generate, ground and validate, "
+        "and release when --name is given\n\nA killed run resumes: run the same command again. "
         "A later --until on an existing run\nrefreshes it: new days are fetched, recent pages "
         "re-checked (--settle), stale candidates\nregenerated.\n\n"
         f"{PROG} {DIFF} OLD NEW: compare two releases; writes NEW/CHANGELOG.md and a section of "
@@ -124,7 +124,7 @@ def _plan(stage: str, options: BuildOptions) -> list[Stage]:
     elif stage != "all":
         names = [stage]
     else:
-        names = [*([] if offline else ["fetch"]), "events", "generate", "validate"]
+        names = [*([] if offline else ["fetch"]), "events", "generate", "ground", "validate"]
         names += ["release"] if options.release.name else []
     return [BY_NAME[name] for name in names]
 

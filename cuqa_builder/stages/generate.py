@@ -21,18 +21,23 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 from tqdm import tqdm
 
 from cuqa_builder.generation.algorithm import (
     GenerationError,
     Generator,
+    KnownArticle,
     Sampling,
     candidate_id,
     load_templates,
 )
 from cuqa_builder.generation.estimate import plan_easy, plan_hard
 from cuqa_builder.generation.hard import choose_pairs, merge_pair
+from cuqa_builder.generation.yield_report import item_calls
+from cuqa_builder.grounding.article_text import article_text
+from cuqa_builder.grounding.articles import ArticleStore, open_article_store
+from cuqa_builder.grounding.keys import entity_key
 from cuqa_builder.jsonio import (
     JsonlAppender,
     atomic_write_text,
@@ -46,7 +51,7 @@ from cuqa_builder.llm.gateway import open_gateway
 from cuqa_builder.llm.settings import LLMSettings, resolve_settings
 from cuqa_builder.llm.types import GatewayStats
 from cuqa_builder.ner import EntityExtractor
-from cuqa_builder.records import Candidate, Entity, Event
+from cuqa_builder.records import Candidate, Entity, Event, GenerationFailure
 from cuqa_builder.refresh import stale_candidates
 from cuqa_builder.run import (
     CANDIDATES,
@@ -64,16 +69,6 @@ from cuqa_builder.run import (
 EVENTS_PER_CALL_SLOT = 2
 
 
-class GenerationFailure(BaseModel):
-    """One item the last run could not generate; the next run retries it."""
-
-    candidate_id: str
-    event_id: str | None = None
-    sub_items: list[str] = Field(default_factory=list, description="hard items: the pair")
-    step: str
-    reason: str
-
-
 @dataclass
 class Tally:
     selected: int = 0
@@ -88,6 +83,10 @@ class Tally:
     hard_requested: int = 0
     hard_written: int = 0
     hard_failed: int = 0
+    no_article: int = 0  # --known-source wiki: no entity of the event had an article then
+    refused: int = 0  # outputs a step check refused (asked again, or the step failed)
+    repaired: int = 0  # items written after at least one refused output
+    articles: str = ""  # --known-source wiki: what the article lookups did
     reasons: Counter[str] = field(default_factory=Counter)  # "step: reason" of each failure
 
     @property
@@ -99,6 +98,10 @@ class Tally:
         return f"{reason} ({count} of {sum(self.reasons.values())} failures)"
 
     def count(self, item: Candidate) -> None:
+        calls = item_calls(item)
+        refused = sum(call.rejected is not None for call in calls)
+        self.refused += refused
+        self.repaired += refused > 0
         if item.difficulty == "hard":
             self.hard_written += 1
             return
@@ -140,6 +143,45 @@ class PassageEntities:
 
     def close(self) -> None:
         self._thread.shutdown(wait=False, cancel_futures=True)
+
+
+def _known_articles(
+    ctx: RunContext, events: list[Event], tally: Tally
+) -> dict[str, KnownArticle]:
+    """--known-source wiki: every entity's article at the cutoff (looked up once, kept)."""
+    store = open_article_store(ctx)
+    entities = [entity for event in events for entity in event.entities]
+    with tqdm(total=len(entities), desc="articles", unit="entity",
+              disable=ctx.options.quiet or not entities) as bar:
+        counts = store.ensure(entities, progress=bar.update)
+    tally.articles = counts.line()
+    return _passages(store, entities)
+
+
+def _with_a_known_bridge(
+    events: list[Event], known: dict[str, KnownArticle], tally: Tally
+) -> list[Event]:
+    """--known-source wiki: an event none of whose entities had an article at the cutoff has no
+    bridge to ask about (a finding of the lookups, not a failure to retry): it is skipped."""
+    usable = [e for e in events if any(entity_key(x) in known for x in e.entities)]
+    tally.no_article = len(events) - len(usable)
+    return usable
+
+
+def _passages(store: ArticleStore, entities: list[Entity]) -> dict[str, KnownArticle]:
+    known: dict[str, KnownArticle] = {}
+    for entity in entities:
+        lookup = store.lookup(entity)
+        page = store.page(lookup)
+        if lookup is None or page is None:
+            continue
+        text = article_text(page)
+        if text.passage:
+            known[entity_key(entity)] = KnownArticle(
+                passage=text.passage, links=text.lead_links,
+                evidence=store.evidence(lookup, text.lead[:1]),
+            )
+    return known
 
 
 def _usable_events(ctx: RunContext, tally: Tally | None = None) -> Iterator[Event]:
@@ -189,8 +231,9 @@ class _Writer:
     def failed(self, job: _Job, error: GenerationError) -> None:
         self.failures.append(GenerationFailure(
             candidate_id=job.candidate_id, event_id=job.event_id, sub_items=list(job.sub_items),
-            step=error.step, reason=error.reason,
+            step=error.step, reason=error.reason, branch=error.branch, calls=error.attempts,
         ))
+        self.tally.refused += sum(call.rejected is not None for call in error.attempts)
         if job.sub_items:
             self.tally.hard_failed += 1
         else:
@@ -351,18 +394,30 @@ async def _run(ctx: RunContext, tally: Tally) -> tuple[str, GatewayStats, CallPl
     find_entities = PassageEntities(ctx.options.source.spacy_model)
     writer = _Writer(ctx, tally)
     try:
+        options = ctx.options.generate
+        known: dict[str, KnownArticle] = {}
+        if options.known_source == "wiki":  # wiki passages: the events are looked up first
+            events = list(todo())
+            known = _known_articles(ctx, events, tally)
+            usable = _with_a_known_bridge(events, known, tally)
+            todo, count = (lambda: iter(usable)), len(usable)
         async with open_gateway(settings) as gateway:
             async def passage_entities(text: str) -> list[Entity]:
                 # spaCy runs in a thread; a batch round waits for it (the ABC question's call).
                 async with gateway.outside_work():
                     return await find_entities(text)
 
-            generator = Generator(gateway, passage_entities, seed=seed, cutoff=ctx.window.label)
+            generator = Generator(
+                gateway, passage_entities, seed=seed, cutoff=ctx.window.label,
+                attempts=options.attempts, known_source=options.known_source,
+                known_articles=known,
+            )
             save_run_info(ctx.out, generation=GenerationInfo(
                 model=gateway.model, seed=seed, sampling=generator.sampling.model_dump(),
-                prompts=generator.prompt_hashes, hard=ctx.options.generate.hard,
+                prompts=generator.prompt_hashes, hard=options.hard, attempts=options.attempts,
+                known_source=options.known_source,
             ))
-            if count and not settings.batched:
+            if count and not settings.batched and options.known_source == "model":
                 find_entities.start()  # the pipeline loads while the first calls are answered
             await _run_jobs(ctx, "generate", _easy_jobs(generator, todo()), count, writer,
                             in_flight, gateway.stats)
@@ -380,8 +435,10 @@ def _summary(
     ctx: RunContext, tally: Tally, model: str, stats: GatewayStats, wall: float,
     plan: CallPlan | None,
 ) -> str:
-    skipped = [f"{n} {why}" for n, why in ((tally.no_entities, "without entities"),
-                                           (tally.outside_window, "outside the window")) if n]
+    skipped = [f"{n} {why}" for n, why in (
+        (tally.no_entities, "without entities"), (tally.outside_window, "outside the window"),
+        (tally.no_article, "without an entity that had an article at the cutoff"),
+    ) if n]
     lines = [
         f"generate: {tally.selected} events"
         + (f" ({', '.join(skipped)} skipped)" if skipped else "")
@@ -397,6 +454,10 @@ def _summary(
     if tally.failed or tally.hard_failed:
         lines.append(f"  most common failure: {tally.most_common_failure()}")
         lines.append(f"  failures: {ctx.path(GENERATION_FAILURES)} (run again to retry them)")
+    lines.append(f"  repair (--attempts {ctx.options.generate.attempts}): {tally.refused} outputs "
+                 f"refused by their step check; {tally.repaired} items written after a retry")
+    if tally.articles:
+        lines.append(f"  articles at the cutoff: {tally.articles}")
     lines.append(
         f"  LLM {model}: {stats.calls} calls, {stats.cache_hits} cache hits, "
         f"{stats.prompt_tokens} tokens in, {stats.completion_tokens} out, ${stats.cost:.4f}"
