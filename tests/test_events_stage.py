@@ -6,8 +6,9 @@ import contextlib
 import io
 import json
 import logging
+import resource
 import shutil
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,8 @@ import pytest
 from cuqa_builder.cli.build import main
 from cuqa_builder.jsonio import read_jsonl
 from cuqa_builder.records import Event, Page, PageMeta
+from cuqa_builder.snapshot import read_page, write_page
+from cuqa_builder.stages import events as events_stage
 from cuqa_builder.stages.events import index_url_for, parse_page
 from cuqa_builder.wiki.wikitext import ParseError
 
@@ -221,3 +224,113 @@ def test_a_snapshot_run_records_the_revisions_it_read(april_run):
     assert set(manifest["pages"]) < set(read)
     assert {"2023", MAY_14, SEPT_10} <= set(manifest["pages"])
     assert all(manifest["pages"][title] == read[title] for title in manifest["pages"])
+
+
+# --- every era, sections that are not news, pages and events too big, both cores -------------
+
+ERAS = FIXTURES / "eras"
+
+
+def run_quietly(out: Path, source: Path, cutoff: str = "2004-01", until: str = "2025-12-31"):
+    """(exit code, summary lines, warnings) of an events run."""
+    capture, stdout = _Capture(), io.StringIO()
+    logging.getLogger().addHandler(capture)
+    try:
+        with contextlib.redirect_stdout(stdout):
+            code = main(["--cutoff", cutoff, "--until", until, "--source", str(source),
+                         "--out", str(out), "--stage", "events", "-q"])
+    finally:
+        logging.getLogger().removeHandler(capture)
+    return code, stdout.getvalue().splitlines(), capture.lines
+
+
+def test_the_summary_lists_the_sections_skipped_as_not_news(tmp_path):
+    code, summary, warnings = run_quietly(tmp_path, ERAS)
+    assert code == 0 and warnings == []
+    assert summary[0] == "events: 7 pages read, 0 day pages outside the window, 0 skipped"
+    assert summary[1] == "non-event sections skipped: 2 holidays and observances (4 lines)"
+    assert summary[2] == ("events: 36 kept (after 2004-01-31 up to 2025-12-31), "
+                          "0 outside the window, 0 duplicates dropped")
+    events = read_jsonl(tmp_path / "events.jsonl", Event)
+    assert not any("festival is celebrated" in e.text or "Diwali" in e.text for e in events)
+
+
+def copy_snapshot(tmp_path: Path, *extra: Page) -> Path:
+    source = tmp_path / "snapshot"
+    shutil.copytree(FIXTURES, source, ignore=shutil.ignore_patterns("eras"))
+    for page in extra:
+        write_page(source, page)
+    return source
+
+
+def day_page(day: str, body: str) -> Page:
+    meta = PageMeta(title=f"Portal:Current events/{day}", revid=9, timestamp="2023-12-01T00:00:00Z")
+    return Page(meta=meta, wikitext=(
+        "{{Current events|year=2023|month=10|day=2|content=\n"
+        f"<!-- All news items below this line -->\n{body}\n"
+        "<!-- All news items above this line -->}}\n"
+    ))
+
+
+def test_an_event_of_a_million_characters_is_skipped_with_a_warning(tmp_path):
+    """Issue 15, item 4: spaCy refuses such a text (E088), which ended the whole stage."""
+    huge = "A very long line. " * 60_000  # 1,080,000 characters
+    source = copy_snapshot(tmp_path, day_page("2023 October 2", (
+        f"* {huge}[https://a.example.com (A)]\n"
+        "* A normal event on the same day. [https://b.example.com (B)]"
+    )))
+    code, summary, warnings = run_quietly(tmp_path / "out", source, cutoff="2023-04",
+                                          until="2023-12-31")
+    assert code == 0
+    assert ("Portal:Current events/2023 October 2: skipping an event of 1,079,999 characters "
+            "(a news line has at most 10,000)") in warnings
+    assert summary[1].endswith(", 1 too long to be news")
+    events = read_jsonl(tmp_path / "out" / "events.jsonl", Event)
+    assert "A normal event on the same day." in [e.text for e in events]
+    assert len(events) == 19  # the 18 of the fixtures, and the normal one
+
+
+def test_a_page_larger_than_wikipedia_allows_is_not_parsed(tmp_path):
+    """Issue 15, item 4: parsing costs ~90 bytes a character, so a 50 MB page took 3.6 GB."""
+    filler = "<!-- " + "x" * (2 * 1024 * 1024) + " -->"
+    source = copy_snapshot(tmp_path, day_page(
+        "2023 October 2", f"{filler}\n* An event on an oversized page. [https://a.example.com (A)]"
+    ))
+    code, summary, warnings = run_quietly(tmp_path / "out", source, cutoff="2023-04",
+                                          until="2023-12-31")
+    assert code == 0
+    assert ("skipping Portal:Current events/2023 October 2: 2.0 MiB of wikitext, more than the "
+            "2 MiB Wikipedia allows a page: not parsed") in warnings
+    events = read_jsonl(tmp_path / "out" / "events.jsonl", Event)
+    assert "An event on an oversized page." not in [e.text for e in events]
+
+
+def many_days(tmp_path: Path, days: int) -> Path:
+    """`days` day pages made from the era fixtures' day pages in turn, one per day of 2024."""
+    templates = [read_page(path) for path in sorted(ERAS.glob("Portal*.wiki"))]
+    source = tmp_path / "many"
+    for n in range(days):
+        day = date(2024, 1, 1) + timedelta(days=n)
+        title = f"Portal:Current events/{day.year} {day:%B} {day.day}"
+        template = templates[n % len(templates)]
+        meta = PageMeta(title=title, revid=n + 1, timestamp="2025-01-01T00:00:00Z")
+        write_page(source, Page(meta=meta, wikitext=template.wikitext))
+    return source
+
+
+def test_one_or_two_ner_processes_write_the_same_events(tmp_path, monkeypatch):
+    source = many_days(tmp_path, 150)  # ~600 events: more than a batch for each of two workers
+    outputs = {}
+    for processes in (1, 2):
+        monkeypatch.setattr(events_stage, "default_processes", lambda n=processes: n)
+        children_before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
+        out = tmp_path / f"out-{processes}"
+        code, summary, _ = run_quietly(out, source, cutoff="2023-12", until="2024-12-31")
+        assert code == 0, summary
+        workers_cpu = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime - children_before
+        assert (workers_cpu > 0) == (processes == 2)  # two processes really ran NER
+        outputs[processes] = (out / "events.jsonl").read_bytes()
+    events = read_jsonl(tmp_path / "out-2" / "events.jsonl", Event)
+    assert len(events) > 2 * 256
+    assert sum(1 for e in events if e.entities) > len(events) / 2  # NER did run
+    assert outputs[1] == outputs[2]

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from cuqa_builder.cli.build import main, parse_options
+from cuqa_builder.cores import available_cores
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
+from cuqa_builder.llm.local import LocalServer
 from cuqa_builder.llm.settings import DEFAULT_LOCAL_MODEL, resolve_settings
 from cuqa_builder.records import Candidate
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events
@@ -42,6 +45,20 @@ def test_llm_local_names_a_registry_model_and_wins_over_an_endpoint(
     assert (chosen.local, chosen.base_url) == (SMALL, None)
 
 
+def test_threads_of_the_embedded_model_default_to_none_and_take_a_count() -> None:
+    assert settings_for().threads is None
+    assert settings_for("--threads", "3").threads == 3
+
+
+def test_the_embedded_model_uses_every_core_even_under_a_passing_load(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A count taken from the load average at start kept whole runs on one thread of two.
+    monkeypatch.setattr(os, "getloadavg", lambda: (8.0, 8.0, 8.0))
+    assert LocalServer(SMALL).threads == available_cores()
+    assert LocalServer(SMALL, threads=3).threads == 3
+
+
 def test_an_api_key_alone_means_the_openai_api(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-dummy")
     settings = settings_for("--model", "gpt-4o-mini", "--no-cache")
@@ -74,6 +91,7 @@ def test_openai_base_url_from_the_environment_is_used_end_to_end(
         (["--concurrency", "0"], "argument --concurrency: 0 is below the minimum of 1"),
         (["--concurrency", "many"], "argument --concurrency: 'many' is not a whole number"),
         (["--max-retries", "-1"], "argument --max-retries: -1 is below the minimum of 0"),
+        (["--threads", "0"], "argument --threads: 0 is below the minimum of 1"),
         (["--timeout", "0"], "argument --timeout: 0.0 is not a positive number"),
         (["--llm", "remote"], "argument --llm: --llm must be local or local:NAME, not 'remote'"),
         (["--llm", "local:gpt-9"], "argument --llm: unknown local model 'gpt-9' (known: "),

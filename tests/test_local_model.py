@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import urllib.error
 import urllib.request
 from datetime import date
@@ -61,9 +62,12 @@ def test_a_real_chat_completion_with_logprobs_through_the_gateway(tmp_path: Path
     assert (stats.calls, stats.cache_hits) == (1, 1)
 
 
-def test_the_server_listens_on_loopback_and_stops_on_close() -> None:
-    with LocalServer(SMALL, n_ctx=512, threads=1) as server:
+def test_the_server_listens_on_loopback_and_stops_on_close(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.INFO), LocalServer(SMALL, n_ctx=512, threads=1) as server:
         url = server.base_url
+        assert f"local model {SMALL} served at {url} (threads: 1)" in caplog.messages
         assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
         with urllib.request.urlopen(f"{url}/models", timeout=10) as response:
             assert response.status == 200

@@ -153,6 +153,11 @@ def prefix(wikitext: str, year: int = 2024):
     ("* [[March 3]]", Dates(date(2024, 3, 3)), ""),
     ("* [[March 3]] – [[March 5]] – News.", Dates(date(2024, 3, 3), date(2024, 3, 5)), "News."),
     ("* [[March 3]]–[[March 5|5]] – News.", Dates(date(2024, 3, 3), date(2024, 3, 5)), "News."),
+    # The label is a bare day, the link names its month.
+    ("* [[March 8]]–[[April 2|2]] – News.", Dates(date(2024, 3, 8), date(2024, 4, 2)), "News."),
+    ("* [[March 3]]<ref>[https://a.example.com A]</ref> – News.", Dates(date(2024, 3, 3)),
+     "News."),
+    ("* [[January 1]] –", Dates(date(2024, 1, 1)), ""),
     ("* [[3 March]] – [[5 April]] – News.", Dates(date(2024, 3, 3), date(2024, 4, 5)), "News."),
     ("* [[December 30]] – [[January 2]] – News.",
      Dates(date(2024, 12, 30), date(2025, 1, 2)), "News."),
@@ -177,3 +182,56 @@ def test_lines_without_a_day_have_no_prefix(wikitext):
 def test_an_impossible_date_raises_value_error():
     with pytest.raises(ValueError):
         prefix("* [[February 30]] – News.")
+
+
+def test_a_real_shaped_year_article_gives_only_its_dated_events():
+    """`eras/2024.wiki`: {{main}} and {{Further}} lines, images, a gallery and a multiple-image
+    template with dated captions, `* [[January 1]] –` bullets whose `**` (and `***`) children
+    are the events, a range ending in `[[April 2|2]]`, an undated section, births and deaths."""
+    warnings: list[str] = []
+    events = parse_year_article(read_page(FIXTURES / "eras" / "2024.wiki"), warn=warnings.append)
+    fields = [(e.date, e.end_date, e.category, e.topics, e.text,
+               [(link.title, link.text) for link in e.links], e.citations) for e in events]
+    day = date
+    assert fields == [
+        (day(2024, 1, 1), None, None, [],
+         "An invented ferry line between Tallinn and Helsinki starts its winter timetable.",
+         [("Tallinn", "Tallinn"), ("Helsinki", "Helsinki")], ["https://ref.example.com/ferry"]),
+        (day(2024, 1, 1), None, None, [],
+         "A new coin series enters circulation in an invented island republic.",
+         [], ["https://ref.example.com/coins"]),
+        (day(2024, 1, 1), None, None, [], "Banks report long queues on the first morning.",
+         [], ["https://ref.example.com/coins"]),
+        (day(2024, 1, 9), None, None, [],
+         "An invented research vessel returns to Bergen after a year in the Southern Ocean.",
+         [("Bergen", "Bergen"), ("Southern Ocean", "Southern Ocean")],
+         ["https://ref.example.com/vessel"]),
+        (day(2024, 2, 4), None, None, [],
+         "An invented bridge across the Danube opens to traffic.",
+         [("Danube", "Danube")], ["https://ref.example.com/bridge"]),
+        (day(2024, 2, 29), None, None, [],
+         "A leap-day festival is held in an invented village in Wales.",
+         [("Wales", "Wales")], []),
+        (day(2024, 3, 8), day(2024, 4, 2), None, [],
+         "An invented chess tournament is played in Toronto.", [("Toronto", "Toronto")], []),
+        (day(2024, 3, 31), day(2024, 4, 2), None, [],
+         "Invented talks on river shipping take place in Vienna.", [("Vienna", "Vienna")], []),
+        (day(2024, 3, 15), None, None, [], "Polls open in an invented regional election.",
+         [], []),
+        (day(2024, 3, 15), None, None, [], "An invented observatory reports a bright comet.",
+         [], []),
+    ]
+    assert warnings == []
+
+
+def test_a_template_nested_too_deep_is_dropped_with_a_warning():
+    warnings: list[str] = []
+    deep = "{{nowrap|" * 40 + "x" + "}}" * 40
+    page = year_page(
+        f"== Events ==\n* [[May 1]] – First {deep} news.\n* [[May 2]] – Second news.\n"
+    )
+    assert [e.text for e in parse_year_article(page, warn=warnings.append)] == [
+        "First news.", "Second news.",
+    ]
+    assert warnings == ["2024: dropped templates nested more than 20 deep (down to 40 levels), "
+                        "which the wikitext parser cannot read"]

@@ -271,7 +271,7 @@ def export(args: argparse.Namespace) -> str:
     out = args.out or args.run / TASKS_FILE
     atomic_write_json(out, tasks)
     return (f"wrote {len(tasks)} tasks to {out}; import it into a project set up with "
-            "annotation/labeling_config.xml, annotation/GUIDELINES.md as its instructions "
+            "the shipped labeling config, GUIDELINES.md as its instructions "
             f"(shown before labeling) and {args.annotators} annotations per task")
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cuqa_builder.cores import available_cores
 from cuqa_builder.errors import CuqaError
 
 log = logging.getLogger(__name__)
@@ -261,22 +262,13 @@ def _hf_blocks(model: LocalModel) -> Iterator[bytes]:
         raise ModelError(f"download of {model.name} from Hugging Face failed: {exc}") from None
 
 
-def idle_cores() -> int:
-    """Cores not already busy. llama.cpp's threads spin while they wait for each other, so on
-    a loaded machine one thread per core it cannot have makes generation ~10x slower."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    try:
-        busy = round(os.getloadavg()[0])
-    except OSError:  # no load average on this platform
-        busy = 0
-    return max(1, (cores or 1) - busy)
-
-
 class LocalServer:
     """llama.cpp's OpenAI-compatible server for a registry model, on 127.0.0.1.
 
     `parallel` slots decode that many requests together, each with `n_ctx` tokens of context.
-    Use as a context manager; `base_url` is ready once `start()` returns.
+    `threads` defaults to every core this process may use: a count taken from the load at
+    start would keep a whole run on one thread after a passing load (a pip install, spaCy
+    loading). Use as a context manager; `base_url` is ready once `start()` returns.
     """
 
     def __init__(
@@ -284,7 +276,7 @@ class LocalServer:
     ) -> None:
         self.model = registry_model(name)
         self.n_ctx = n_ctx
-        self.threads = threads or idle_cores()
+        self.threads = threads or available_cores()
         self.parallel = parallel
         self._server: Any = None
         self.base_url = ""
@@ -309,7 +301,8 @@ class LocalServer:
         except Exception as exc:  # the binding raises plain RuntimeErrors
             raise ModelError(f"llama.cpp could not start {self.model.name}: {exc}") from None
         self.base_url = self._server.listening_address.rstrip("/") + "/v1"
-        log.info("local model %s served at %s", self.model.name, self.base_url)
+        log.info("local model %s served at %s (threads: %d)", self.model.name, self.base_url,
+                 self.threads)
         return self.base_url
 
     def close(self) -> None:

@@ -2,7 +2,8 @@
 
 Pages come from `--source DIR` or the run's own `pages/`. A page that cannot be read or parsed
 is a warning naming it and the reason; the run goes on and the summary counts it. Parsing
-(`parse_page`) is kept apart from NER so each can be measured alone.
+(`parse_page`) is kept apart from NER so each can be measured alone; in a run, pages are parsed
+as NER's worker processes (one per core) ask for more events, so both run at once.
 
 Run again over newer pages (a refresh), events keep the ids of the previous `events.jsonl`, a
 reworded one included (`refresh.py` says how), and `refresh.json` records what was added,
@@ -14,15 +15,16 @@ from __future__ import annotations
 import functools
 import logging
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from cuqa_builder.jsonio import JsonlError, atomic_write_json, iter_jsonl, read_jsonl, write_jsonl
-from cuqa_builder.ner import EntityExtractor
+from cuqa_builder.ner import EntityExtractor, default_processes
 from cuqa_builder.records import Candidate, Event, Page
 from cuqa_builder.refresh import (
     RefreshReport,
@@ -44,31 +46,51 @@ from cuqa_builder.run import (
 )
 from cuqa_builder.snapshot import SnapshotError, iter_snapshot, page_kind
 from cuqa_builder.stages.fetch import Manifest, now
-from cuqa_builder.wiki.portal import parse_portal, portal_day
+from cuqa_builder.wiki.portal import SkipSection, parse_portal, portal_day
 from cuqa_builder.wiki.titles import parse_sources
-from cuqa_builder.wiki.wikitext import WIKIPEDIA_INDEX, ParseError
-from cuqa_builder.wiki.year_article import Warn, parse_year_article
+from cuqa_builder.wiki.wikitext import WIKIPEDIA_INDEX, ParseError, Warn
+from cuqa_builder.wiki.year_article import parse_year_article
 from cuqa_builder.window import Window
 
 log = logging.getLogger(__name__)
 
 NO_CATEGORY = "(none)"
 _TOP_CATEGORIES = 12  # the summary lists this many categories, then "N more"
+MIB = 1024 * 1024
+# Wikipedia refuses to save wikitext over 2 MiB, so a bigger page is not a real one; parsing
+# costs ~90 bytes of memory per character, so this also bounds the stage's memory.
+MAX_PAGE_BYTES = 2 * MIB
+# A news line is a few hundred characters; spaCy refuses texts of 1,000,000 and more.
+MAX_EVENT_CHARS = 10_000
 
 
 def parse_page(
-    page: Page, index_url: str = WIKIPEDIA_INDEX, warn: Warn = log.warning
+    page: Page,
+    index_url: str = WIKIPEDIA_INDEX,
+    warn: Warn = log.warning,
+    skip_section: SkipSection | None = None,
 ) -> list[Event]:
     """Events of one year article or Current events day page, in page order (no entities yet).
 
     Raises ParseError with a readable reason for a page that holds no events.
     """
+    _check_size(page)
     kind = page_kind(page.meta.title)
     if kind == "year":
         return parse_year_article(page, index_url, warn)
     if kind == "portal":
-        return parse_portal(page, index_url)
+        return parse_portal(page, index_url, warn, skip_section)
     raise ParseError("neither a year article nor a Current events day page")
+
+
+def _check_size(page: Page) -> None:
+    text = page.wikitext
+    if len(text) * 4 <= MAX_PAGE_BYTES:  # UTF-8 takes at most 4 bytes a character
+        return
+    size = len(text.encode("utf-8"))
+    if size > MAX_PAGE_BYTES:
+        raise ParseError(f"{size / MIB:.1f} MiB of wikitext, more than the {MAX_PAGE_BYTES // MIB} "
+                         "MiB Wikipedia allows a page: not parsed")
 
 
 def index_url_for(api_url: str | None) -> str:
@@ -85,6 +107,8 @@ class ParseReport:
     pages_read: int = 0
     pages_outside: int = 0  # day pages not parsed: their day is outside the window
     skipped: Counter[str] = field(default_factory=Counter)  # reason -> pages
+    sections_skipped: Counter[str] = field(default_factory=Counter)  # reason -> sections
+    lines_skipped: Counter[str] = field(default_factory=Counter)  # reason -> their lines
     revisions: dict[str, int] = field(default_factory=dict)  # title -> revid of pages read
     warnings: int = 0
 
@@ -92,32 +116,43 @@ class ParseReport:
         log.warning("skipping %s: %s", name, reason)
         self.skipped[counted_as or reason] += 1
 
+    def skip_section(self, reason: str, lines: int) -> None:
+        """A section of a page that is not news (holidays...): counted, not warned about."""
+        self.sections_skipped[reason] += 1
+        self.lines_skipped[reason] += lines
+
     def warn(self, message: str) -> None:
         log.warning("%s", message)
         self.warnings += 1
 
 
-def parse_snapshot(
+@dataclass
+class EventCounts:
+    """What became of the parsed events, for the summary."""
+
+    outside: int = 0  # dated outside the window
+    too_long: int = 0
+    duplicates: int = 0
+
+
+def iter_snapshot_events(
     directory: Path,
     kinds: Iterable[str],
+    report: ParseReport,
     window: Window | None = None,
     index_url: str = WIKIPEDIA_INDEX,
     quiet: bool = True,
-) -> tuple[list[Event], ParseReport]:
-    """Events of every readable page of the selected kinds, page by page, with a report.
-
-    With a `window`, a day page outside it is not parsed at all (a snapshot may span years).
-    """
+) -> Iterator[Event]:
+    """Events of every readable page of the selected kinds, page by page; what happened to
+    each page goes to `report`. A page is parsed when its events are asked for, and with a
+    `window` a day page outside it is not parsed at all (a snapshot may span years)."""
     wanted = set(kinds)
-    report = ParseReport()
-    events: list[Event] = []
     total = sum(1 for _ in directory.glob("*.wiki")) if directory.is_dir() else None
     pages = tqdm(iter_snapshot(directory), total=total, unit="page", desc="parsing",
                  disable=quiet)
     with logging_redirect_tqdm():  # warnings print above the progress bar, not through it
         for page in pages:
-            events += _parse_one(page, wanted, window, index_url, report)
-    return events, report
+            yield from _parse_one(page, wanted, window, index_url, report)
 
 
 def _parse_one(
@@ -141,7 +176,7 @@ def _parse_one(
         report.pages_outside += 1
         return []
     try:
-        found = parse_page(page, index_url, report.warn)
+        found = parse_page(page, index_url, report.warn, report.skip_section)
     except ParseError as exc:
         report.skip(title, str(exc))
         return []
@@ -160,12 +195,23 @@ def _day_in_window(title: str, window: Window) -> bool:
         return True  # let the parser report the bad title
 
 
-def unique_by_id(events: Iterable[Event]) -> list[Event]:
-    """The first of events with the same id (the same sentence twice on one page)."""
-    seen: dict[str, Event] = {}
+def select_events(
+    events: Iterable[Event], window: Window, report: ParseReport, counts: EventCounts
+) -> Iterator[Event]:
+    """Events dated in the window, each id once, none too long to be a news line."""
+    seen: set[str] = set()
     for event in events:
-        seen.setdefault(event.id, event)
-    return list(seen.values())
+        if not window.contains(event.date):
+            counts.outside += 1
+        elif len(event.text) > MAX_EVENT_CHARS:
+            counts.too_long += 1
+            report.warn(f"{event.source.title}: skipping an event of {len(event.text):,} "
+                        f"characters (a news line has at most {MAX_EVENT_CHARS:,})")
+        elif event.id in seen:
+            counts.duplicates += 1
+        else:
+            seen.add(event.id)
+            yield event
 
 
 @functools.lru_cache(maxsize=1)
@@ -174,26 +220,38 @@ def entity_extractor(model_name: str) -> EntityExtractor:
     return EntityExtractor(model_name)
 
 
+def with_entities(
+    events: Iterable[Event], model_name: str, processes: int, quiet: bool = True
+) -> list[Event]:
+    """The events with their entities, in order; spaCy is loaded only when there is an event."""
+    stream = iter(events)
+    first = next(stream, None)
+    if first is None:
+        return []
+    extractor = entity_extractor(model_name)
+    with tqdm(unit="event", desc="entities", disable=quiet) as bar:
+        return list(extractor.annotate(chain([first], stream), processes, progress=bar.update))
+
+
 def run(ctx: RunContext) -> str:
     options = ctx.options.source
     source = options.source or ctx.pages_dir
-    parsed, report = parse_snapshot(
-        source, parse_sources(options.sources), ctx.window, index_url_for(options.wiki_api),
-        ctx.options.quiet,
+    report, counts = ParseReport(), EventCounts()
+    parsed = iter_snapshot_events(
+        source, parse_sources(options.sources), report, ctx.window,
+        index_url_for(options.wiki_api), ctx.options.quiet,
     )
-    in_window = [event for event in parsed if ctx.window.contains(event.date)]
+    selected = select_events(parsed, ctx.window, report, counts)
+    # NER does not look at ids, so they are carried over once all events are in.
+    annotated = with_entities(selected, options.spacy_model, default_processes(),
+                              ctx.options.quiet)
     previous = _previous_events(ctx)
-    kept = carry_ids(previous, unique_by_id(in_window))
-    if kept:
-        extractor = entity_extractor(options.spacy_model)
-        with tqdm(total=len(kept), unit="event", desc="entities", disable=ctx.options.quiet) as bar:
-            kept = extractor.for_events(kept, progress=bar.update)
+    kept = carry_ids(previous, annotated)
     # A stable sort after page-order parsing keeps each page's own order within a day.
     kept.sort(key=lambda event: (event.date, event.source.title))
     if not kept:
-        raise NothingProducedError(_why_no_events(source, report, len(parsed)))
-    summary = summarize(ctx, report, kept, outside=len(parsed) - len(in_window),
-                        duplicates=len(in_window) - len(kept))
+        raise NothingProducedError(_why_no_events(source, report, counts.outside))
+    summary = summarize(ctx, report, kept, counts)
     check_replacement(ctx.path(EVENTS), len(kept), "events", ctx.options.force)
     write_jsonl(ctx.path(EVENTS), kept)
     if options.source:  # a fetched run already has the manifest of what it fetched
@@ -203,7 +261,7 @@ def run(ctx: RunContext) -> str:
     return summary
 
 
-def _why_no_events(source: Path, report: ParseReport, parsed: int) -> str:
+def _why_no_events(source: Path, report: ParseReport, outside: int) -> str:
     pages = report.pages_read + sum(report.skipped.values()) + report.pages_outside
     if not pages:
         return f"{source} holds no pages (a snapshot is NAME.wiki + NAME.json pairs); " \
@@ -211,7 +269,7 @@ def _why_no_events(source: Path, report: ParseReport, parsed: int) -> str:
     return (
         f"no events in the window from {source}: {report.pages_read} pages read, "
         f"{sum(report.skipped.values())} skipped{_reasons(report.skipped)}, "
-        f"{report.pages_outside} day pages outside the window, {parsed} events outside it; "
+        f"{report.pages_outside} day pages outside the window, {outside} events outside it; "
         "nothing written"
     )
 
@@ -260,7 +318,7 @@ def _save_snapshot_manifest(ctx: RunContext, report: ParseReport) -> None:
 
 
 def summarize(
-    ctx: RunContext, report: ParseReport, events: list[Event], outside: int, duplicates: int
+    ctx: RunContext, report: ParseReport, events: list[Event], counts: EventCounts
 ) -> str:
     window = ctx.window
     lines = [
@@ -268,9 +326,17 @@ def summarize(
         f"window, {sum(report.skipped.values())} skipped"
         + _reasons(report.skipped)
         + (f", {report.warnings} warnings" if report.warnings else ""),
-        f"events: {len(events)} kept (after {window.cutoff} up to {window.until}), "
-        f"{outside} outside the window, {duplicates} duplicates dropped",
     ]
+    if report.sections_skipped:
+        lines.append("non-event sections skipped: " + ", ".join(
+            f"{sections} {reason} ({report.lines_skipped[reason]} lines)"
+            for reason, sections in report.sections_skipped.most_common()
+        ))
+    lines.append(
+        f"events: {len(events)} kept (after {window.cutoff} up to {window.until}), "
+        f"{counts.outside} outside the window, {counts.duplicates} duplicates dropped"
+        + (f", {counts.too_long} too long to be news" if counts.too_long else "")
+    )
     if events:
         months = Counter(event.date.strftime("%Y-%m") for event in events)
         lines.append("per month: " + ", ".join(f"{m} {n}" for m, n in sorted(months.items())))

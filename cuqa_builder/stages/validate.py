@@ -15,6 +15,7 @@ import asyncio
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cuqa_builder.annotation.review import ReviewReport
 from cuqa_builder.generation.yield_report import yield_lines
@@ -28,6 +29,9 @@ from cuqa_builder.llm.settings import (
     resolve_settings,
 )
 from cuqa_builder.llm.types import GatewayStats
+
+if TYPE_CHECKING:
+    from cuqa_builder.llm.estimate import CallPlan
 from cuqa_builder.prompts import load_prompt
 from cuqa_builder.records import (
     Candidate,
@@ -65,6 +69,7 @@ from cuqa_builder.validation.probes import (
     CLOSED_BOOK,
     PROBE_CHECKS,
     PROBE_ERROR,
+    PROBE_SAMPLING,
     WITH_UNKNOWN_ANSWER,
     Prober,
     probe_all,
@@ -134,6 +139,59 @@ async def _probe(
         )
         record_probes(report, indexes, outcomes, gateway.model)
         return gateway.model, prober.judge_name, gateway.stats
+
+
+# Probe answers are "just a few words"; the judge says Yes or No.
+PROBE_OUT_TOKENS, JUDGE_OUT_TOKENS = 8, 2
+
+
+def estimate(ctx: RunContext, planned_candidates: int = 0) -> list[CallPlan]:
+    """The probes' calls (and the judge's) for the candidates that pass the checks now, plus
+    `planned_candidates` not generated yet; none without --probe-model."""
+    from cuqa_builder.judge import DEFAULT_JUDGE_PROMPT, judge_prompt
+    from cuqa_builder.llm.estimate import CallPlan, calibration
+
+    options = ctx.options
+    if not options.checks.probe_model:
+        return []
+    probe, judging = probe_settings(options, ctx.path(LLM_CACHE))
+    probe_model = probe.model or probe.local or ""
+    plan = CallPlan(probe_model, calibration(probe, probe_model), rounds=1)
+    judge = None
+    if judging is not None:
+        judge_model = judging.model or judging.local or ""
+        judge = plan if judge_model == probe_model else CallPlan(
+            judge_model, calibration(judging, judge_model))
+        judge.rounds = 2
+    candidates = read_jsonl(ctx.path(CANDIDATES), Candidate)
+    report = check_all(candidates, options.checks.limits)
+    asked = [([c.question, *(s.question for s in c.sub_questions if s.kind == "known")],
+              "\n".join(f"{s.question} {s.answer}." for s in c.sub_questions
+                        if s.kind == "unknown"))
+             for c, v in zip(candidates, report.validations, strict=True) if v.passed]
+    if planned_candidates:
+        typical = "x" * plan.calibration.chars(30)
+        asked += [([typical, typical], typical)] * planned_candidates
+        plan.notes.append(f"probes: the {planned_candidates} candidates not generated yet are "
+                          "assumed to pass the checks, with one known sub-question each")
+    closed, given = load_prompt(CLOSED_BOOK), load_prompt(WITH_UNKNOWN_ANSWER)
+    chosen = judge_prompt(DEFAULT_JUDGE_PROMPT)  # the one the probes' judge uses
+    judge_template = load_prompt(chosen.template)
+    answer = "x" * plan.calibration.chars(PROBE_OUT_TOKENS)
+    for questions, facts in asked:
+        prompts = [("closed book", closed.render(question=q)) for q in questions]
+        prompts.append(("with the unknown part",
+                        given.render(question=questions[0], passage=facts)))
+        for step, prompt in prompts:
+            plan.add(f"probe: {step}", len(prompt), int(PROBE_SAMPLING["max_tokens"]),
+                     PROBE_OUT_TOKENS, template=CLOSED_BOOK if step == "closed book"
+                     else WITH_UNKNOWN_ANSWER)
+            if judge is not None:
+                values = {"question": questions[0], "prediction": answer,
+                          chosen.answers_slot: answer}
+                judge.add("judge", len(judge_template.render(**values)), 8, JUDGE_OUT_TOKENS,
+                          template=chosen.template)
+    return [plan] if judge is None or judge is plan else [plan, judge]
 
 
 async def _criticise(

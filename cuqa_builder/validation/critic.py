@@ -1,4 +1,5 @@
-"""A critic model's verdicts on each item, per criterion (the template is `prompts/critic.txt`).
+"""A critic model's verdicts on each item, per criterion (template: `prompts/critic.txt` of the
+package).
 
 The critic reads the question, the answer, the sub-questions and the grounding evidence (else
 the known passage) and answers yes or no on four criteria. Calls go through the gateway with

@@ -3,13 +3,20 @@
 A day's news sits inside `{{Current events|year=|month=|day=|content=...}}` (older pages) or
 between a `{{Current events|...|top=yes}}` and a `{{Current events|...|bottom=yes}}` call (newer
 pages), and there between the comments "All news items below/above this line" when present.
-Bold lines (`'''Sports'''`, older `;Sports`) name the category; a bullet made only of links is a
-topic, a bullet with prose is an event, and the topics above an event are its context.
+Bold lines (`'''Sports'''`, older `;Sports`) name the category; a section of holidays or
+observances is not news and is dropped. A bullet is a *topic* when it is only links, or when it
+has bullets under it and no citation of its own, whatever its wording; any other bullet is an
+event, and the topics above it are its context, outermost first. Pages before about 2011 often
+put the topic inline: `* [[Topic]]: What happened.`
 """
 
 from __future__ import annotations
 
+import logging
 import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import date
 from itertools import chain
 
@@ -22,9 +29,13 @@ from cuqa_builder.wiki.wikitext import (
     Line,
     NamedRefs,
     ParseError,
+    Rendered,
+    Warn,
     build_event,
+    is_blank,
     iter_lines,
     month_number,
+    parse_page_text,
     parse_wikitext,
     plain_text,
     render,
@@ -33,10 +44,32 @@ from cuqa_builder.wiki.wikitext import (
     template_param,
 )
 
+log = logging.getLogger(__name__)
+
 _TITLE = re.compile(r"^Portal:Current events/(\d{4}) ([A-Za-z]+) (\d{1,2})$")
 _WRAPPER = "current events"
 _START_MARKER = "below this line"
 _END_MARKER = "above this line"
+_RAW_NEWS = re.compile(
+    r"<!--(?:(?!-->).)*?below\s+this\s+line(?:(?!-->).)*?-->(?P<news>.*?)"
+    r"<!--(?:(?!-->).)*?above\s+this\s+line(?:(?!-->).)*?-->",
+    re.DOTALL | re.IGNORECASE,
+)
+_RAW_BULLET = re.compile(r"^[*#]+\s*\S", re.MULTILINE)
+# Sections of a day page that list holidays, not news ("Holidays not aligned to the Gregorian
+# Calendar", "Holidays and observances").
+_NOT_NEWS = (re.compile(r"\b(holidays?|observances?)\b", re.IGNORECASE), "holidays and observances")
+# An inline topic is at most this many words, title-like: linked, capitalised or one of these.
+_TOPIC_WORDS_MAX = 8
+_TOPIC_CONNECTORS = frozenset({
+    "of", "the", "and", "in", "on", "at", "for", "to", "a", "an", "de", "la", "le", "del", "du",
+    "von", "van", "&", "-", "–", "/", "vs.", "v.",
+})
+# What may stand between the links of a topic line naming several topics.
+_TOPIC_SEPARATORS = re.compile(r"^(?:[\s,;:/&.]|\band\b)*$")
+_SENTENCE_PUNCTUATION = re.compile(r"[.!?;\"“”]")
+
+SkipSection = Callable[[str, int], None]  # (reason, lines dropped)
 
 
 def portal_day(title: str) -> date:
@@ -51,47 +84,181 @@ def portal_day(title: str) -> date:
         raise ParseError(f"invalid date in title {title!r}: {exc}") from None
 
 
-def parse_portal(page: Page, index_url: str = WIKIPEDIA_INDEX) -> list[Event]:
-    """Every news item of the day, in page order; a page without any is a `ParseError`."""
+def parse_portal(
+    page: Page,
+    index_url: str = WIKIPEDIA_INDEX,
+    warn: Warn = log.warning,
+    skip_section: SkipSection | None = None,
+) -> list[Event]:
+    """Every news item of the day, in page order; a page without any is a `ParseError`.
+
+    `skip_section` is told of each section dropped as not news (reason, lines); `warn` of a
+    page whose news could not all be read.
+    """
     day = portal_day(page.meta.title)
-    events: list[Event] = []
-    category: str | None = None
-    topics: list[tuple[int, list[str]]] = []  # (bullet depth, titles) from outermost in
-    code = parse_wikitext(page.wikitext)
-    refs = NamedRefs(code)
-    for line in iter_lines(news_nodes(code)):
-        if line.depth == 0:
-            heading = category_of(line)
-            if heading is not None:
-                category, topics = heading, []
-            continue
-        topics = [(depth, titles) for depth, titles in topics if depth < line.depth]
-        rendered = render(line.nodes, refs)
-        if not rendered.text:
-            continue
-        if rendered.only_links():
-            topics.append((line.depth, [link.title for link in rendered.links]))
-            continue
-        context = [title for _, titles in topics for title in titles]
-        events.append(build_event(
-            page, rendered, day=day, category=category, topics=context, index_url=index_url
-        ))
-    if not events:
+    code = parse_page_text(page, warn)
+    reader = _DayReader(page, day, NamedRefs(code), index_url)
+    reader.read(iter_lines(news_nodes(code)))
+    for reason, lines in reader.skipped.items():
+        if skip_section is not None:
+            skip_section(reason, lines)
+    _check_bullets_read(page, reader, warn)
+    if not reader.events:
         raise ParseError("no news items on the page (empty day)")
-    return events
+    return reader.events
+
+
+@dataclass
+class _Topic:
+    depth: int
+    titles: list[str]
+
+
+@dataclass
+class _DayReader:
+    """Reads a day's lines in order, keeping the category and the topics above each line."""
+
+    page: Page
+    day: date
+    refs: NamedRefs
+    index_url: str
+    events: list[Event] = field(default_factory=list)
+    skipped: Counter[str] = field(default_factory=Counter)  # reason -> lines dropped
+    bullets: int = 0  # bullet lines seen, whatever became of them
+    category: str | None = None
+    not_news: str | None = None  # why the current section is dropped
+    topics: list[_Topic] = field(default_factory=list)
+
+    def read(self, lines: list[Line]) -> None:
+        lines = [line for line in lines if not is_blank(line.nodes)]
+        for index, line in enumerate(lines):
+            if line.depth == 0:
+                self.heading(line)
+                continue
+            self.bullets += 1
+            if self.not_news is not None:
+                self.skipped[self.not_news] += 1
+                continue
+            has_children = index + 1 < len(lines) and lines[index + 1].depth > line.depth
+            self.bullet(line, has_children)
+
+    def heading(self, line: Line) -> None:
+        name = category_of(line)
+        if name is not None:
+            self.category, self.topics = name, []
+            pattern, reason = _NOT_NEWS
+            self.not_news = reason if pattern.search(name) else None
+
+    def bullet(self, line: Line, has_children: bool) -> None:
+        self.topics = [topic for topic in self.topics if topic.depth < line.depth]
+        rendered = render(line.nodes, self.refs)
+        if not rendered.text:
+            return
+        if rendered.only_links() or (has_children and not rendered.citations):
+            self.topics.append(_Topic(line.depth, topic_titles(rendered)))
+            return
+        inline = split_inline_topic(rendered)
+        if inline is not None:
+            titles, rendered = inline
+            self.topics.append(_Topic(line.depth, titles))  # bullets under it share it
+        context = list(dict.fromkeys(t for topic in self.topics for t in topic.titles))
+        self.events.append(build_event(
+            self.page, rendered, day=self.day, category=self.category, topics=context,
+            index_url=self.index_url,
+        ))
+
+
+def topic_titles(rendered: Rendered) -> list[str]:
+    """The topics a topic line names: each link's title when only links (joined by commas or
+    "and") make it up, else its whole text with links shown by their titles."""
+    if rendered.spans and _TOPIC_SEPARATORS.match(rendered.between_links()):
+        return list(dict.fromkeys(link.title for link in rendered.links))
+    text = rendered.with_titles().rstrip(":").strip()
+    return [text] if text else []
+
+
+def split_inline_topic(rendered: Rendered) -> tuple[list[str], Rendered] | None:
+    """`[[Topic]]: What happened.` -> (["Topic"], "What happened."); None when the text before
+    the first colon is not a short title-like phrase (a sentence that has a colon in it)."""
+    colon = _first_colon_outside_links(rendered)
+    if colon is None:
+        return None
+    prefix, rest = rendered.before(colon), rendered.after(colon + 1)
+    rest_text = rest.text
+    if not rest_text or not rest_text[0].isalnum() or not _title_like(prefix):
+        return None
+    if not prefix.spans and not rest_text[0].isupper() and not rest_text[0].isdigit():
+        return None  # a plain-words prefix must be followed by a new sentence
+    return topic_titles(prefix), rest
+
+
+def _first_colon_outside_links(rendered: Rendered) -> int | None:
+    """The first ": " (a colon then a space) that is not inside a link's label."""
+    start = 0
+    while (colon := rendered.raw.find(":", start)) >= 0:
+        inside = any(span.start <= colon < span.end for span in rendered.spans)
+        after = rendered.raw[colon + 1 : colon + 2]
+        if not inside and (after == "" or after.isspace()):
+            return colon
+        start = colon + 1
+    return None
+
+
+def _title_like(prefix: Rendered) -> bool:
+    """Links, or a few capitalised words (connectors allowed), with no sentence punctuation."""
+    text = prefix.text
+    outside = prefix.between_links()
+    if not text or len(text.split()) > _TOPIC_WORDS_MAX or _SENTENCE_PUNCTUATION.search(outside):
+        return False
+    words = outside.replace(",", " ").split()
+    return all(
+        word[0].isupper() or word[0].isdigit() or word.lower() in _TOPIC_CONNECTORS
+        for word in words
+    )
+
+
+def _check_bullets_read(page: Page, reader: _DayReader, warn: Warn) -> None:
+    """Warn when the page has far more bullets than were read: its markup hid some news."""
+    news = _RAW_NEWS.search(page.wikitext)
+    written = len(_RAW_BULLET.findall(news["news"] if news else page.wikitext))
+    unread = written - reader.bullets
+    if unread >= 2 and reader.bullets < written / 2:
+        events = len(reader.events)
+        warn(f"{page.meta.title}: {events} event{'' if events == 1 else 's'} from {written} "
+             f"bullets ({unread} bullets were not read as news, topics or skipped sections; "
+             "malformed markup?)")
 
 
 def news_nodes(code: Wikicode) -> list[Node]:
-    """The nodes holding the day's news, in either era's wrapper, trimmed to the markers."""
+    """The nodes holding the day's news, in either era's wrapper, trimmed to the markers.
+
+    When the wrapper ends before the "above this line" marker that the page text has after it
+    (a stray `}}` closed it early), or there is no wrapper but the markers (pages made with
+    `{{Current events header}}`), the text between the markers is parsed on its own.
+    """
     # Cheap top-level looks first; the deep searches only for pages nested in a tag.
     for find in (_content_parameter, _between_top_and_bottom, _nested_content_parameter):
         nodes = find(code)
         if nodes is not None:
-            return _between_markers(nodes)
-    # An unclosed call is left as plain text by the parser.
-    if any("{{current events" in text.value.lower() for text in code.ifilter_text()):
+            news, closed = _between_markers(nodes)
+            return news if closed else _raw_news(code) or news
+    unclosed = _has_wrapper_text(code)  # an unclosed call is left as plain text by the parser
+    news = None if unclosed else _raw_news(code)
+    if news is not None:
+        return news
+    if unclosed:
         raise ParseError("a {{Current events}} template is not closed")
     raise ParseError("no {{Current events}} template (neither content= nor top=yes)")
+
+
+def _raw_news(code: Wikicode) -> list[Node] | None:
+    """The text between the two markers, parsed on its own; None without both markers."""
+    raw = _RAW_NEWS.search(str(code))
+    return list(parse_wikitext(raw["news"]).nodes) if raw is not None else None
+
+
+def _has_wrapper_text(code: Wikicode) -> bool:
+    return any("{{current events" in text.value.lower() for text in code.ifilter_text())
 
 
 def _content_parameter(code: Wikicode, recursive: bool = False) -> list[Node] | None:
@@ -134,18 +301,19 @@ def _index_of_wrapper(nodes: list[Node], flag: str, start: int = 0) -> int | Non
     return None
 
 
-def _between_markers(nodes: list[Node]) -> list[Node]:
-    """Keep what lies between "All news items below this line" and "... above this line"."""
-    start, end = 0, len(nodes)
+def _between_markers(nodes: list[Node]) -> tuple[list[Node], bool]:
+    """What lies between "All news items below this line" and "... above this line", and
+    whether the end marker was there (False: the nodes run to their end without it)."""
+    start, end, closed = 0, len(nodes), False
     for index, node in enumerate(nodes):
         if isinstance(node, Comment):
             words = " ".join(str(node.contents).split()).lower()
             if _START_MARKER in words and start == 0:
                 start = index + 1
             elif _END_MARKER in words:
-                end = index
+                end, closed = index, True
                 break
-    return nodes[start:end]
+    return nodes[start:end], closed
 
 
 def category_of(line: Line) -> str | None:

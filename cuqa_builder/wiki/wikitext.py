@@ -55,6 +55,24 @@ _INVISIBLE = str.maketrans("", "", "\u200b\u200e\u200f\u2060\ufeff")
 _LOOSE_JOINERS = re.compile(r"(?<=\s)[\u200c\u200d]+|[\u200c\u200d]+(?=\s)")
 _SPACE_BEFORE_CLOSER = re.compile(r"\s+([.,;:!?)\]])")
 _SPACE_AFTER_OPENER = re.compile(r"([(\[])\s+")
+# Where a citation sat in the text: a character no page contains, so that what editors put
+# between and around citations (", ", "and", parentheses, "(in Spanish)") goes with them.
+CITATION_MARK = "\x1f"
+_CITATION_RUN = r"\x1f(?:[\s,;]*(?:\band\b|&)?[\s,;]*\x1f)*"
+_CITATIONS = re.compile(
+    rf"(?:\(\s*{_CITATION_RUN}\s*\)|{_CITATION_RUN})(?:\s*\((?:in|en)\s[A-Z][^()\x1f]{{0,40}}\))?"
+)
+# Placeholders left by old tools and bots, e.g. <<NEWSLINK MISSING>>.
+_PLACEHOLDER = re.compile(r"<<[^<>\n]{1,60}>>")
+# An entity the parser left as text (double-encoded `&amp;nbsp;`, or inside a parameter).
+_ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
+_EMPTY_BRACKETS = re.compile(r"\(\s*\)|\[\s*\]")
+# mwparserfromhell gives up on templates nested ~34 deep (counting the page's own wrapper) and
+# closes the outer ones early; no real page nests this deep.
+MAX_TEMPLATE_DEPTH = 20
+_BRACES = re.compile(r"\{\{|\}\}")
+
+Warn = Callable[[str], None]
 
 
 class ParseError(CuqaError, ValueError):
@@ -75,6 +93,41 @@ class Line:
 
 def parse_wikitext(text: str) -> Wikicode:
     return mwparserfromhell.parse(text)
+
+
+def parse_page_text(page: Page, warn: Warn) -> Wikicode:
+    """The page's wikitext parsed, once templates nested beyond the parser's depth are dropped."""
+    text, deepest = drop_deep_templates(page.wikitext)
+    if deepest:
+        warn(f"{page.meta.title}: dropped templates nested more than {MAX_TEMPLATE_DEPTH} deep "
+             f"(down to {deepest} levels), which the wikitext parser cannot read")
+    return parse_wikitext(text)
+
+
+def drop_deep_templates(text: str, limit: int = MAX_TEMPLATE_DEPTH) -> tuple[str, int]:
+    """`text` without the templates that open more than `limit` deep (the outer ones stay), and
+    the deepest nesting seen when any were dropped (else 0)."""
+    if text.count("{{") <= limit:
+        return text, 0
+    cuts: list[tuple[int, int]] = []
+    starts: list[int] = []
+    deepest = 0
+    for brace in _BRACES.finditer(text):
+        if brace.group() == "{{":
+            starts.append(brace.start())
+            deepest = max(deepest, len(starts))
+        elif starts:
+            start = starts.pop()
+            if len(starts) == limit:  # the template just closed opened one level too deep
+                cuts.append((start, brace.end()))
+    if not cuts:
+        return text, 0
+    pieces, cursor = [], 0
+    for start, end in cuts:
+        pieces.append(text[cursor:start])
+        cursor = end
+    pieces.append(text[cursor:])
+    return "".join(pieces), deepest
 
 
 def iter_lines(nodes: Iterable[Node]) -> list[Line]:
@@ -178,19 +231,47 @@ class Rendered:
         ]
         return Rendered(self.raw[offset:], spans, list(self.citations))
 
-    def only_links(self) -> bool:
-        """Whether the text is links and punctuation only (a topic bullet, not news)."""
+    def before(self, offset: int) -> Rendered:
+        """The text up to `offset`, with the links that end there or earlier."""
+        spans = [span for span in self.spans if span.end <= offset]
+        return Rendered(self.raw[:offset], spans, [])
+
+    def between_links(self) -> str:
+        """The text outside the links."""
         rest, cursor = [], 0
         for span in self.spans:
             rest.append(self.raw[cursor : span.start])
             cursor = span.end
         rest.append(self.raw[cursor:])
-        return bool(self.spans) and not any(ch.isalnum() for ch in "".join(rest))
+        return "".join(rest)
+
+    def only_links(self) -> bool:
+        """Whether the text is links and punctuation only (a topic bullet, not news)."""
+        return bool(self.spans) and not any(ch.isalnum() for ch in self.between_links())
+
+    def with_titles(self) -> str:
+        """The plain text with each link shown by the title of its article."""
+        parts, cursor = [], 0
+        for span in self.spans:
+            parts.append(self.raw[cursor : span.start])
+            parts.append(span.link.title)
+            cursor = span.end
+        parts.append(self.raw[cursor:])
+        return clean_text("".join(parts))
 
 
 def clean_text(raw: str) -> str:
-    """Single spaces, none left before punctuation where a citation or template was removed."""
+    """Single spaces, none left before punctuation where a citation or template was removed;
+    entities as their characters; no citation separators or placeholders left behind."""
     text = raw.translate(_INVISIBLE)
+    if "&" in text:
+        text = _ENTITY.sub(lambda entity: html.unescape(entity.group()), text)
+    if CITATION_MARK in text:
+        text = _CITATIONS.sub(" ", text)
+    if "<<" in text:
+        text = _PLACEHOLDER.sub(" ", text)
+    if "(" in text or "[" in text:
+        text = _EMPTY_BRACKETS.sub(" ", text)
     if "\u200c" in text or "\u200d" in text:
         text = _LOOSE_JOINERS.sub("", text)
     text = " ".join(text.split())
@@ -286,6 +367,7 @@ class _Renderer:
             self.emit(node.normalize())
         elif isinstance(node, ExternalLink):
             self.cite(str(node.url))
+            self.emit(CITATION_MARK)
         elif isinstance(node, Heading):
             self.code(node.title)
         # Comments, template arguments ({{{1}}}) and anything else render to nothing.
@@ -361,6 +443,7 @@ class _Renderer:
             urls = self.refs.urls(_ref_name(node) or "")
         for url in urls:
             self.cite(url)
+        self.emit(CITATION_MARK)
 
     def template(self, node: Template) -> None:
         name = template_name(node)
@@ -453,6 +536,7 @@ def _citation(r: _Renderer, node: Template) -> None:
     url = template_param(node, "url")
     if url:
         r.cite(url)
+    r.emit(CITATION_MARK)
 
 
 _SHIP_PREFIXES = ("HMS", "USS", "HMAS", "HMCS", "HMNZS", "INS", "RFS", "SS", "MV", "RMS", "USNS")

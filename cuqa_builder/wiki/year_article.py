@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
 
@@ -24,10 +23,11 @@ from cuqa_builder.wiki.wikitext import (
     NamedRefs,
     ParseError,
     Rendered,
+    Warn,
     build_event,
     iter_lines,
     month_number,
-    parse_wikitext,
+    parse_page_text,
     plain_text,
     render,
 )
@@ -48,8 +48,7 @@ _DATE_PREFIX = re.compile(
     re.IGNORECASE | re.VERBOSE,
 )
 
-Warn = Callable[[str], None]
-
+_WHOLE_DAY = re.compile(rf"^{_DAY_OF_MONTH}$", re.IGNORECASE)
 
 @dataclass(frozen=True)
 class Dates:
@@ -65,7 +64,7 @@ def parse_year_article(
     if not title.isdigit():
         raise ParseError(f"not a year article title: {title!r}")
     year = int(title)
-    code = parse_wikitext(page.wikitext)
+    code = parse_page_text(page, warn)
     refs = NamedRefs(code)
     events: list[Event] = []
     for name, nodes in _subsections(_events_section(code)):
@@ -144,13 +143,23 @@ def split_date_prefix(rendered: Rendered, year: int) -> tuple[Dates, Rendered] |
     end = None
     if match["end"]:
         end_year = int(match["end_year"] or start.year)
-        if match["end"].isdigit():
-            end = date(end_year, start.month, int(match["end"]))
+        # `[[March 8]]–[[April 2|2]]`: a bare day number links to its full date.
+        end_day = _linked_day(rendered, match.start("end")) or match["end"]
+        if end_day.isdigit():
+            end = date(end_year, start.month, int(end_day))
         else:
-            end = _day(match["end"], end_year)
+            end = _day(end_day, end_year)
         if end < start and not match["end_year"]:
             end = end.replace(year=end.year + 1)  # "December 28 – January 3" runs into next year
     return Dates(start, end), rendered.after(match.end())
+
+
+def _linked_day(rendered: Rendered, offset: int) -> str | None:
+    """The day a link at `offset` points to ("April 2"), when its title is a day of a month."""
+    for span in rendered.spans:
+        if span.start <= offset < span.end and _WHOLE_DAY.match(span.link.title):
+            return span.link.title
+    return None
 
 
 def _day(text: str, year: int) -> date:
