@@ -35,7 +35,14 @@ from cuqa_builder.annotation.tasks import (
 )
 from cuqa_builder.cli.annotate import main
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
-from cuqa_builder.records import Candidate, CheckFailure, CuqaItem, Validation
+from cuqa_builder.records import (
+    Candidate,
+    CheckFailure,
+    CuqaItem,
+    Evidence,
+    GroundingVerdict,
+    Validation,
+)
 from cuqa_builder.testing.annotate_fixtures import (
     NOT_UNKNOWN,
     accept,
@@ -211,6 +218,23 @@ def test_evidence_lists_what_the_checks_found_and_is_empty_without_findings() ->
     marked = Validation(passed=False, failures=[
         CheckFailure(check="markup", reason='markup in the question: "<b>"')])
     assert evidence(candidate(3, marked)) == '✗ markup: markup in the question: "<b>"'
+
+
+def test_evidence_carries_the_grounding_sentences_once_and_points_to_the_known_part() -> None:
+    missing = GroundingVerdict(
+        check="known_hop_grounded", passed=False,
+        reason="'Lake Vostrel 1' not in MV Harrowgate 1 as of 2023-04-30 (revid 77)",
+        evidence=[Evidence(title="MV Harrowgate 1", revid=77, timestamp="2023-03-01T00:00:00Z",
+                           sentences=["The ferry crosses a lake near Tarnby."])],
+    )
+    failed = Validation(passed=False, failures=[
+        CheckFailure(check="known_hop_grounded", reason=missing.reason)])
+    item = candidate(4, failed).model_copy(update={"grounding": [missing]})
+    lines = evidence(item).splitlines()
+    assert lines[0] == "✗ known_hop_grounded: " + missing.reason  # once, with its evidence
+    assert "  “The ferry crosses a lake near Tarnby.”" in lines
+    assert sum("known_hop_grounded" in line for line in lines) == 1
+    assert suggested_reasons(failed.failures) == ["known part wrong"]
 
 
 def test_evidence_shows_what_the_target_model_answered() -> None:
