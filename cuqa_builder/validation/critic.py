@@ -9,18 +9,16 @@ answered "no", or did not answer at all, fails the item unless the critic is adv
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tqdm import tqdm
-
 from cuqa_builder.llm.types import LLMError
 from cuqa_builder.prompts import load_prompt
 from cuqa_builder.records import Candidate, CheckFailure, CriticVerdict
 from cuqa_builder.validation.checks import CheckReport
+from cuqa_builder.validation.probes import ask_each
 
 if TYPE_CHECKING:  # the gateway module loads `openai`
     from cuqa_builder.llm.gateway import Gateway
@@ -97,20 +95,7 @@ class Critic:
 async def criticise_all(
     critic: Critic, candidates: Sequence[Candidate], *, progress: bool = False
 ) -> list[dict[str, CriticVerdict] | LLMError]:
-    bar = tqdm(total=len(candidates), desc="critic", unit="item", disable=not progress)
-
-    async def one(candidate: Candidate) -> dict[str, CriticVerdict] | LLMError:
-        try:
-            return await critic.judge(candidate)
-        except LLMError as exc:
-            return exc
-        finally:
-            bar.update()
-
-    try:
-        return await asyncio.gather(*(one(candidate) for candidate in candidates))
-    finally:
-        bar.close()
+    return await ask_each(candidates, critic.judge, "critic", progress)
 
 
 def record_critic(
