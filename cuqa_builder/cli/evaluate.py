@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cuqa_builder import __version__
-from cuqa_builder.cli.flags import add_flags, options_from
+from cuqa_builder.cli.flags import add_flags, options_from, positive_int
 from cuqa_builder.cli.shell import add_verbosity_flags, run_command
 from cuqa_builder.cutoff_estimate import ESTIMATION_RULE, CutoffProbeOptions
 from cuqa_builder.errors import UsageError
@@ -72,16 +72,6 @@ A killed run resumes: run the same command again. `cuqa-eval SUBCOMMAND -h` for 
 # --- arguments ---------------------------------------------------------------------------
 
 
-def _positive_int(text: str) -> int:
-    """An argparse type: a whole number of at least 1 (`--limit -1` once dropped the last item)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
-    return value
-
 
 def _evaluation_arguments(
     method_default: str | None, with_method: bool = True
@@ -92,7 +82,7 @@ def _evaluation_arguments(
     data.add_argument("--data", type=Path, required=True,
                       help="CuQA JSONL, FreshQA CSV, or JSONL with question + answers")
     data.add_argument("--split", choices=("test", "dev"), help="FreshQA split (default: both)")
-    data.add_argument("--limit", type=_positive_int, help="only the first N items (N >= 1)")
+    data.add_argument("--limit", type=positive_int, help="only the first N items (N >= 1)")
     data.add_argument("--out", type=Path, required=True, help="output directory")
 
     if with_method:
@@ -200,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="a folder of pages in the snapshot format (NAME.wiki + NAME.json), "
                        "e.g. the entity articles as of the cutoff, split into passages: the "
                        "known hop's documents (repeatable)")
-    index.add_argument("--passage-words", type=_positive_int, default=PASSAGE_WORDS,
+    index.add_argument("--passage-words", type=positive_int, default=PASSAGE_WORDS,
                        help=f"words per page passage (default: {PASSAGE_WORDS})")
     index.add_argument("--out", type=Path, required=True, help="index directory")
 
