@@ -22,6 +22,14 @@ class UsageError(CuqaError, ValueError):
     exit_code = 2
 
 
+class Paused(CuqaError):
+    """Not a failure: the run stopped where it can go on later, once something outside it is
+    done (an offline engine answering a batch file). The message says what to run. Exit status
+    75 (EX_TEMPFAIL of sysexits.h: "try again later"), so a script can tell it from an error."""
+
+    exit_code = 75
+
+
 def describe_validation_error(exc: ValidationError, shown: int = 3) -> str:
     """One line naming each failing field: `revid: Input should be greater than 0; title: Field
     required` (pydantic's own text spans several lines and hides the field in its layout)."""

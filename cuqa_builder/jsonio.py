@@ -34,20 +34,22 @@ def iter_jsonl(path: Path, model: type[M]) -> Iterator[M]:
     """
     if not path.exists():
         return
-    with path.open(encoding="utf-8") as fh:
-        lines = fh.readlines()
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        if not line.endswith("\n") and number == len(lines):
-            log.warning("%s: ignoring an unfinished last line (interrupted run)", path)
-            return
-        try:
-            record = model.model_validate_json(line)
-        except ValidationError as exc:
-            raise JsonlError(f"{path}:{number}: not a valid {model.__name__} record "
-                             f"({describe_validation_error(exc, shown=1)})") from None
-        yield record
+    with path.open(encoding="utf-8") as fh:  # line by line: a large file never sits in memory
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            if not line.endswith("\n"):  # only the last line can lack its newline
+                log.warning("%s: ignoring an unfinished last line (interrupted run)", path)
+                return
+            yield _record(path, number, line, model)
+
+
+def _record(path: Path, number: int, line: str, model: type[M]) -> M:
+    try:
+        return model.model_validate_json(line)
+    except ValidationError as exc:
+        raise JsonlError(f"{path}:{number}: not a valid {model.__name__} record "
+                         f"({describe_validation_error(exc, shown=1)})") from None
 
 
 def read_jsonl(path: Path, model: type[M]) -> list[M]:

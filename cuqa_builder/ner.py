@@ -106,6 +106,13 @@ class EntityExtractor:
             for _, spans in self._spans(texts, str)
         ]
 
+    def content_words(self, texts: list[str]) -> list[list[str]]:
+        """Each text's words that carry meaning: alphabetic, not stop words (tokenizer only)."""
+        return [
+            list(dict.fromkeys(t.lower_ for t in doc if t.is_alpha and not t.is_stop))
+            for doc in self.nlp.tokenizer.pipe(texts, batch_size=self.batch_size)
+        ]
+
     def for_events(
         self, events: list[Event], progress: Callable[[int], object] | None = None
     ) -> list[Event]:

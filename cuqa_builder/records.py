@@ -30,7 +30,17 @@ class PageMeta(Record):
         None, description="when the fetch stage got this revision or last saw it was still the "
         "latest (ISO, UTC): a refresh re-checks pages fetched soon after their date"
     )
-    kind: Literal["article"] | None = None  # an entity article as of the cutoff (SPEC 2.8)
+    kind: Literal["article"] | None = Field(
+        default=None, description="`article`: an entity's article as of the cutoff (absent: an "
+        "event page, a year article or a Current events day)",
+    )
+    redirect: str | None = Field(
+        default=None, description="the title asked for, when a redirect led to this article"
+    )
+    api: str | None = Field(
+        default=None, description="api.php the revision came from; absent for hand-written pages, "
+        "whose revids are placeholders",
+    )
 
 
 class Page(Record):
@@ -110,8 +120,15 @@ class EventRef(Record):
     revid: int | None
 
 
+KnownSource = Literal["model", "wiki"]
+
+
 class GeneratorInfo(Record):
     model: str
+    known_source: KnownSource = Field(
+        default="model", description="where the known passage came from: the generator's own "
+        "knowledge (the paper's KnownEventsGen) or the pre-cutoff Wikipedia article",
+    )
     prompts: dict[str, str] = Field(
         default_factory=dict, description="template name -> sha256 of the template text"
     )
@@ -128,6 +145,33 @@ class Review(BaseModel):
     rewritten: bool = False
 
 
+class Evidence(Record):
+    """Where a grounding verdict looked: one article revision in force at the cutoff."""
+
+    title: str
+    revid: int
+    timestamp: str
+    sentences: list[str] = Field(default_factory=list, description="the sentences found")
+    url: str | None = Field(
+        default=None, description="link to that revision (absent when the revid is a placeholder)"
+    )
+    via: str | None = Field(
+        default=None, description="how the title was found when not by the entity's wikilink "
+        "(`search: ...`, `redirect from ...`)",
+    )
+
+
+GroundingCheck = Literal["bridge_known_before_cutoff", "known_hop_grounded"]
+
+
+class GroundingVerdict(Record):
+    check: GroundingCheck
+    passed: bool
+    reason: str = Field(description="what was found, or what is missing where")
+    evidence: list[Evidence] = Field(default_factory=list)
+    item: str | None = Field(default=None, description="for hard items: the easy item judged")
+
+
 class CuqaItem(Record):
     """One line of the released `cuqa.jsonl`."""
 
@@ -141,6 +185,10 @@ class CuqaItem(Record):
     event: EventRef
     cutoff: str
     generator: GeneratorInfo
+    grounding: list[GroundingVerdict] = Field(
+        default_factory=list, description="the known hop checked against Wikipedia as of the "
+        "cutoff, with evidence",
+    )
     review: Review = Field(default_factory=Review)
 
 
@@ -148,12 +196,20 @@ class CuqaItem(Record):
 
 
 class PromptCall(Record):
-    """One LLM call made while generating: which template, its hash, raw and parsed output."""
+    """One LLM call made while generating: which template, its hash, raw and parsed output.
+
+    A step retried after its check failed keeps every attempt, the rejected ones with `rejected`.
+    """
 
     function: str
     template_hash: str
     raw: str
     parsed: str
+    attempt: int = 0
+    seed: int | None = None
+    rejected: str | None = Field(default=None, description="why the step check refused it")
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
 
 
 class Intermediates(Record):
@@ -171,6 +227,10 @@ class Intermediates(Record):
     fallback: str | None = Field(
         default=None, description="why an ABC draw became AAB (no known entity in the passage)"
     )
+    known_source: KnownSource = "model"
+    known_article: Evidence | None = Field(
+        default=None, description="with --known-source wiki: the article whose lead is the passage"
+    )
 
 
 class Pairing(Record):
@@ -179,6 +239,24 @@ class Pairing(Record):
     link: Literal["question", "entities", "answer"]
     bridge: str = Field(description="the first item's answer, which the second item builds on")
     call: PromptCall
+    rejected: list[PromptCall] = Field(
+        default_factory=list, description="earlier merges the step check refused"
+    )
+
+
+class GenerationFailure(Record):
+    """One item the last run could not generate; the next run retries it."""
+
+    candidate_id: str
+    event_id: str | None = None
+    sub_items: list[str] = Field(default_factory=list, description="hard items: the pair")
+    step: str
+    reason: str
+    branch: QuestionType | None = Field(None, description="the branch drawn (easy items)")
+    calls: list[PromptCall] = Field(
+        default_factory=list, description="the item's calls up to the failure, the failed "
+        "step's refused attempts included",
+    )
 
 
 class CheckFailure(Record):
@@ -186,10 +264,23 @@ class CheckFailure(Record):
     reason: str
 
 
+class CriticVerdict(Record):
+    """The critic model's verdict on one criterion."""
+
+    passed: bool
+    note: str = ""
+
+
 class Validation(Record):
     passed: bool
     failures: list[CheckFailure] = Field(default_factory=list)
     probes: dict[str, Any] = Field(default_factory=dict)
+    critic: dict[str, CriticVerdict] = Field(
+        default_factory=dict, description="criterion -> the critic model's verdict"
+    )
+    advisories: list[CheckFailure] = Field(
+        default_factory=list, description="failures that do not fail the item (--critic-advisory)"
+    )
 
 
 class Candidate(CuqaItem):

@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field, ValidationError
 from cuqa_builder.cutoff_estimate import CutoffProbeResult
 from cuqa_builder.errors import CuqaError, describe_validation_error
 from cuqa_builder.jsonio import atomic_write_json, count_records
+from cuqa_builder.snapshot import ARTICLES_SUBDIR
 from cuqa_builder.stages.options import BuildOptions
 from cuqa_builder.validation.limits import Limits
 from cuqa_builder.window import Window
@@ -29,6 +30,8 @@ REVIEW_REPORT = "review-report.json"
 RUN_INFO = "run.json"
 REFRESH = "refresh.json"  # what the last events run changed against the previous events.jsonl
 LLM_CACHE = "llm-cache.sqlite"
+ARTICLES = "articles.jsonl"  # entity articles looked up as of the cutoff
+ARTICLE_PAGES = f"{PAGES_DIR}/{ARTICLES_SUBDIR}"  # ...and the articles themselves
 
 
 class RunInfoError(CuqaError, ValueError):
@@ -80,6 +83,8 @@ class GenerationInfo(BaseModel):
     sampling: dict[str, float | int] = Field(description="temperature, top_p, max tokens")
     prompts: dict[str, str] = Field(description="template name -> sha256")
     hard: int = 0
+    attempts: int = Field(1, description="tries per step (repair)")
+    known_source: str = Field("model", description="where known passages came from")
 
 
 class ValidationInfo(BaseModel):
@@ -88,7 +93,8 @@ class ValidationInfo(BaseModel):
     limits: Limits
     probe_model: str | None = None
     judge: str | None = None
-    prompts: dict[str, str] | None = Field(None, description="probe template -> sha256")
+    critic_model: str | None = None
+    prompts: dict[str, str] | None = Field(None, description="probe/critic template -> sha256")
 
 
 class WindowExtension(BaseModel):

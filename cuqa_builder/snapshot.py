@@ -1,7 +1,9 @@
 """Snapshot directories: `NAME.wiki` (wikitext) + `NAME.json` (title, revid, timestamp, sha256).
 
 The fetch stage writes a run's `pages/` in this format, so a run directory is itself a snapshot
-that `--source` can read offline.
+that `--source` can read offline. Entity articles as of the cutoff (`"kind": "article"`) sit in
+the snapshot's `articles/` folder, apart from the event pages the events stage parses (and so
+that an article titled like a year article cannot overwrite it).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from cuqa_builder.errors import CuqaError, describe_validation_error
 from cuqa_builder.jsonio import atomic_write_json, atomic_write_text
 from cuqa_builder.records import Page, PageMeta
 
+ARTICLES_SUBDIR = "articles"
 _YEAR_TITLE = re.compile(r"^\d{4}$")
 _PORTAL_TITLE = re.compile(r"^Portal:Current events/\d{4} [A-Z][a-z]+ \d{1,2}$")
 
@@ -54,10 +57,19 @@ def write_page(directory: Path, page: Page) -> Path:
 
 def write_meta(directory: Path, meta: PageMeta) -> None:
     """Replace a page's sidecar alone (its wikitext, and so its sha256, unchanged)."""
-    # `kind` is written only when set: event pages' sidecars stay as they always were.
-    unset = {"kind"} if meta.kind is None else None
+    # The article fields are written only when set: event pages' sidecars stay as they were.
+    unset = {name for name in ("kind", "redirect", "api") if getattr(meta, name) is None}
     atomic_write_json(directory / f"{page_filename(meta.title)}.json",
                       meta.model_dump(exclude=unset))
+
+
+def page_path(directory: Path, title: str) -> Path:
+    """Where `write_page` puts the wikitext of `title`."""
+    return directory / f"{page_filename(title)}.wiki"
+
+
+def articles_dir(snapshot: Path) -> Path:
+    return snapshot / ARTICLES_SUBDIR
 
 
 def read_page(wiki_path: Path) -> Page:

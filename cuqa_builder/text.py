@@ -7,6 +7,7 @@ import string
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = str.maketrans("", "", string.punctuation + "‘’“”–—")
+_POSSESSIVE = re.compile(r"(?<=\w)['’]s\b")
 
 
 def normalize_answer(text: str) -> str:
@@ -16,6 +17,11 @@ def normalize_answer(text: str) -> str:
 
 
 def contains_answer(text: str, answer: str) -> bool:
-    """Whether the normalised answer occurs in the normalised text as whole words."""
+    """Whether the normalised answer occurs in the normalised text as whole words; a possessive
+    counts ("Camilla's" names Camilla)."""
     needle = normalize_answer(answer)
-    return bool(needle) and f" {needle} " in f" {normalize_answer(text)} "
+    if not needle:
+        return False
+    return f" {needle} " in f" {normalize_answer(text)} " or (
+        f" {needle} " in f" {normalize_answer(_POSSESSIVE.sub('', text))} "
+    )

@@ -35,7 +35,14 @@ from cuqa_builder.annotation.tasks import (
 )
 from cuqa_builder.cli.annotate import main
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
-from cuqa_builder.records import Candidate, CheckFailure, CuqaItem, Validation
+from cuqa_builder.records import (
+    Candidate,
+    CheckFailure,
+    CuqaItem,
+    Evidence,
+    GroundingVerdict,
+    Validation,
+)
 from cuqa_builder.testing.annotate_fixtures import (
     NOT_UNKNOWN,
     accept,
@@ -213,6 +220,23 @@ def test_evidence_lists_what_the_checks_found_and_is_empty_without_findings() ->
     assert evidence(candidate(3, marked)) == '✗ markup: markup in the question: "<b>"'
 
 
+def test_evidence_carries_the_grounding_sentences_once_and_points_to_the_known_part() -> None:
+    missing = GroundingVerdict(
+        check="known_hop_grounded", passed=False,
+        reason="'Lake Vostrel 1' not in MV Harrowgate 1 as of 2023-04-30 (revid 77)",
+        evidence=[Evidence(title="MV Harrowgate 1", revid=77, timestamp="2023-03-01T00:00:00Z",
+                           sentences=["The ferry crosses a lake near Tarnby."])],
+    )
+    failed = Validation(passed=False, failures=[
+        CheckFailure(check="known_hop_grounded", reason=missing.reason)])
+    item = candidate(4, failed).model_copy(update={"grounding": [missing]})
+    lines = evidence(item).splitlines()
+    assert lines[0] == "✗ known_hop_grounded: " + missing.reason  # once, with its evidence
+    assert "  “The ferry crosses a lake near Tarnby.”" in lines
+    assert sum("known_hop_grounded" in line for line in lines) == 1
+    assert suggested_reasons(failed.failures) == ["known part wrong"]
+
+
 def test_evidence_shows_what_the_target_model_answered() -> None:
     answer = {"question": "q", "answers": ["Lake Vostrel 1"], "prediction": "no idea",
               "correct": False}
@@ -262,6 +286,7 @@ CHECK_REASONS = [  # the names the validators and probes use (cuqa_builder/valid
     ("known_question_mentions_bridge", "known part wrong"),
     ("event_after_cutoff", "not unknown"),
     ("duplicate", "other"),
+    ("near_duplicate", "other"),
     ("probe_not_unknown", "not unknown"),
     ("probe_known_part_not_known", "known part wrong"),
     ("probe_does_not_compose", "answer wrong"),
@@ -305,7 +330,8 @@ def test_export_command_writes_an_import_file(run: Path, capsys: pytest.CaptureF
     assert "GUIDELINES.md" in capsys.readouterr().out
     with pytest.raises(SystemExit) as exited:
         main(["export", "--run", str(run), "--annotators", "0"])
-    assert exited.value.code == 2 and "must be at least 1" in capsys.readouterr().err
+    assert exited.value.code == 2
+    assert "argument --annotators: must be 1 or more, not 0" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("manifest", "linked"), [

@@ -335,8 +335,10 @@ def test_validate_stage_writes_verdicts_and_the_passed_items(
     assert all(v is not None for v in verdicts.values())
     assert not verdicts["cq-leak"].passed
     assert [f.check for f in verdicts["cq-leak"].failures] == [
-        "answer_in_question", "bridge_in_question"
-    ]
+        "answer_in_question", "bridge_in_question", "near_duplicate"
+    ]  # the leak rewords cq-abc...2: same event, same answer
+    assert verdicts["cq-leak"].failures[2].reason == (
+        "near_duplicate of cq-abc0000000000002 (same event and answer)")
     assert verdicts["cq-aab0000000000003"].failures[0].reason == "duplicate of cq-dupe"
 
     items = read_jsonl(tmp_path / "cuqa.jsonl", CuqaItem)
@@ -417,3 +419,40 @@ def test_validate_stage_needs_candidates(
     code = main(["--out", str(tmp_path), "--cutoff", "2023-04", "--stage", "validate"])
     assert code == 1
     assert "run the generate stage first" in capsys.readouterr().err
+
+
+# --- issue 10: two questions joined by "and", reworded echoes, possessives -------------------
+
+
+def test_two_questions_joined_by_and_are_not_one_question() -> None:
+    joined = aab(question="Which solar car won the 2023 Trans-Karoo Challenge, and who is its "
+                 "designer?")
+    failure = one_question(joined, LIMITS)
+    assert failure is not None and "joined by \", and who\"" in failure.reason
+    relative = aab(question="Which solar car, built in Dunmere and which won a fair, won the "
+                   "2023 Trans-Karoo Challenge?")
+    assert one_question(relative, LIMITS) is None
+    second = aab(question="Which car won the 2023 Trans-Karoo Challenge, and which university "
+                 "built it?")
+    assert one_question(second, LIMITS) is not None
+
+
+def test_a_merge_that_only_rewords_one_sub_question_is_an_echo() -> None:
+    reworded = aab(question="Which solar car won the Trans-Karoo Challenge in 2023?")
+    failure = prompt_echo(reworded, LIMITS)
+    assert failure is not None and "only rewords the unknown sub-question" in failure.reason
+    assert prompt_echo(aab(), LIMITS) is None  # the real merge adds the known part
+
+
+def test_a_possessive_names_the_answer() -> None:
+    leak = aab(question="Which solar car's builders study at Pellham and won the Aurelia 7's "
+               "race?")
+    failure = answer_in_question(leak, LIMITS)
+    assert failure is not None and '"Aurelia 7"' in failure.reason
+
+
+def test_a_question_pointing_at_the_prompts_event_is_residue() -> None:
+    for question in ("What assembly was Turkey choosing a president for in the event described?",
+                     "Which country hosted the given event in 2023?"):
+        failure = template_residue(aab(question=question), LIMITS)
+        assert failure is not None and failure.check == "template_residue", question

@@ -10,6 +10,8 @@ import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from functools import cache
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,6 @@ ACCEPT = "accept"
 REJECT = "reject"
 UNSURE = "unsure"  # an explicit "I cannot judge this": counted, never a vote
 
-_PACKAGE_DIR = Path(__file__).resolve().parent
 _CONFIG_NAME = "labeling_config.xml"
 _VARIABLE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 _CONTROL_TYPES = {"Choices": "choices", "TextArea": "textarea"}
@@ -142,18 +143,15 @@ def _control(element: ET.Element) -> Control | None:
     )
 
 
-def annotation_file(name: str) -> Path:
-    """A file of `annotation/`: shipped inside the package in a wheel, beside the package in a
-    source checkout."""
-    shipped = _PACKAGE_DIR / name
-    checkout = _PACKAGE_DIR.parents[1] / "annotation" / name
-    for candidate in (shipped, checkout):
-        if candidate.is_file():
-            return candidate
-    raise LabelingConfigError(f"{name} is missing from this installation")
+def annotation_file(name: str) -> Traversable:
+    """A file shipped with the annotation package (the labeling config, the guidelines)."""
+    found = resources.files(__package__).joinpath(name)
+    if not found.is_file():
+        raise LabelingConfigError(f"{name} is missing from this installation")
+    return found
 
 
-def labeling_config_path() -> Path:
+def labeling_config_path() -> Traversable:
     return annotation_file(_CONFIG_NAME)
 
 

@@ -17,8 +17,10 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from cuqa_builder import __version__
+from cuqa_builder.grounding.evidence import critic_lines, grounding_lines
 from cuqa_builder.records import Candidate, CheckFailure, EventRef, SubQuestion, Validation
 from cuqa_builder.validation.checks import hidden_bridges
+from cuqa_builder.validation.critic import CRITIC_CHECKS
 from cuqa_builder.validation.probes import ProbeAnswer, ProbeResult
 from cuqa_builder.wiki.wikitext import revision_url
 
@@ -34,6 +36,9 @@ DEFAULT_ANNOTATORS = 2
 # Check names come from the validators and probes; the first keyword found in a failed check's
 # name picks the reject reason the checks point to ("other" when none matches).
 _REASON_KEYWORDS: tuple[tuple[str, str], ...] = (
+    ("bridge known before cutoff", "known part wrong"),  # grounding: the known hop
+    ("known hop grounded", "known part wrong"),
+    ("known answer supported", "known part wrong"),  # the critic's criterion (d)
     ("not unknown", "not unknown"),
     ("cutoff", "not unknown"),
     ("known part", "known part wrong"),
@@ -180,14 +185,15 @@ def checks_summary(validation: Validation | None) -> str:
 def evidence(candidate: Candidate) -> str:
     """What the automatic verdicts found, one plain-text line each; "" when there is nothing.
 
-    The one place a task's evidence is put together: later verdicts (grounding sentences of the
-    entity articles, critic notes) join here.
+    The one place a task's evidence is put together: failed checks, probe answers, the grounding
+    sentences of the entity articles as of the cutoff, and the critic's notes.
     """
     validation = candidate.validation
-    if validation is None:
-        return ""
-    lines = [f"✗ {f.check}: {f.reason}" for f in validation.failures]
-    lines += _probe_lines(validation.probes)
+    shown_below = {v.check for v in candidate.grounding} | set(CRITIC_CHECKS)  # with evidence
+    lines = [f"✗ {f.check}: {f.reason}" for f in validation.failures
+             if f.check not in shown_below] if validation else []
+    lines += _probe_lines(validation.probes) if validation else []
+    lines += [*grounding_lines(candidate), *critic_lines(candidate)]
     return "\n".join(lines)
 
 

@@ -37,6 +37,7 @@ from cuqa_builder.annotation.tasks import (
     build_tasks,
     select_candidates,
 )
+from cuqa_builder.cli.flags import positive_int
 from cuqa_builder.cli.shell import add_verbosity_flags, run_command
 from cuqa_builder.errors import CuqaError
 from cuqa_builder.jsonio import JsonlError, atomic_write_json, read_jsonl, write_jsonl
@@ -127,7 +128,7 @@ def _only_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def _annotators_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--annotators", type=_positive, default=DEFAULT_ANNOTATORS, metavar="N",
+    parser.add_argument("--annotators", type=positive_int, default=DEFAULT_ANNOTATORS, metavar="N",
                         help="independent judgements each task needs, the project's overlap "
                         f"(default: {DEFAULT_ANNOTATORS}: one person's click never releases an "
                         "item, and disagreement becomes visible)")
@@ -141,15 +142,6 @@ def _review_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"write {DATASET} even when it would empty or more than halve the "
                         "reviewed items it holds")
 
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def read_candidates(run: Path) -> list[Candidate]:
@@ -271,7 +263,7 @@ def export(args: argparse.Namespace) -> str:
     out = args.out or args.run / TASKS_FILE
     atomic_write_json(out, tasks)
     return (f"wrote {len(tasks)} tasks to {out}; import it into a project set up with "
-            "annotation/labeling_config.xml, annotation/GUIDELINES.md as its instructions "
+            "the shipped labeling config, GUIDELINES.md as its instructions "
             f"(shown before labeling) and {args.annotators} annotations per task")
 
 

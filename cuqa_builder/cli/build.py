@@ -12,7 +12,7 @@ from cuqa_builder import __version__
 from cuqa_builder.cli.flags import add_flags, options_from
 from cuqa_builder.cli.shell import add_verbosity_flags, run_command
 from cuqa_builder.cutoff_estimate import CutoffProbeResult, resolve_cutoff
-from cuqa_builder.errors import CuqaError, UsageError
+from cuqa_builder.errors import CuqaError, Paused, UsageError
 from cuqa_builder.llm.settings import LLMOptions
 from cuqa_builder.run import (
     RunContext,
@@ -43,8 +43,8 @@ def _epilog() -> str:
     return (
         "stages (each reads the previous stage's file in --out, so any can be re-run alone):\n"
         + "\n".join(lines)
-        + f"\n  {'all':<{width}}  (fetch unless --source,) events, generate and validate, and "
-        "release when --name is given\n\nA killed run resumes: run the same command again. "
+        + f"\n  {'all':<{width}}  (fetch unless --source,) events, generate, ground and validate, "
+        "and release when --name is given\n\nA killed run resumes: run the same command again. "
         "A later --until on an existing run\nrefreshes it: new days are fetched, recent pages "
         "re-checked (--settle), stale candidates\nregenerated.\n\n"
         f"{PROG} {DIFF} OLD NEW: compare two releases; writes NEW/CHANGELOG.md and a section of "
@@ -124,7 +124,7 @@ def _plan(stage: str, options: BuildOptions) -> list[Stage]:
     elif stage != "all":
         names = [stage]
     else:
-        names = [*([] if offline else ["fetch"]), "events", "generate", "validate"]
+        names = [*([] if offline else ["fetch"]), "events", "generate", "ground", "validate"]
         names += ["release"] if options.release.name else []
     return [BY_NAME[name] for name in names]
 
@@ -192,9 +192,11 @@ def _probes(recorded: RunInfo, used: list[CutoffProbeResult]) -> list[CutoffProb
     return list(by_model.values())
 
 
-def _start_run(args: argparse.Namespace, options: BuildOptions) -> RunContext:
+def _start_run(
+    args: argparse.Namespace, options: BuildOptions, record: bool = True
+) -> RunContext:
     """The window and options of this run; run.json records the cutoff, window and seed, and
-    a resumed run keeps the ones it started with."""
+    a resumed run keeps the ones it started with (`record=False`: nothing is written)."""
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out} is a file; give a directory for the run")
     recorded = load_run_info(args.out)
@@ -205,18 +207,19 @@ def _start_run(args: argparse.Namespace, options: BuildOptions) -> RunContext:
     for label in given:  # each subset's window must hold days, as the run's does
         Window.parse(label, window.until.isoformat())
     seed = args.seed if args.seed is not None else (recorded.seed or 0)
-    if recorded.seed is not None and seed != recorded.seed:
+    if recorded.seed is not None and seed != recorded.seed and record:
         _change_seed(args.out, recorded.seed, seed, options.reseed)
     generate = options.generate.model_copy(update={"seed": seed})
     release = options.release.model_copy(update={"cutoffs": tuple(given) or (window.label,)})
     options = options.model_copy(update={"generate": generate, "release": release})
-    args.out.mkdir(parents=True, exist_ok=True)
-    extensions = [*recorded.extensions, extension] if extension else None
-    save_run_info(
-        args.out, cutoff=window.label, until=window.until.isoformat(), seed=seed,
-        extensions=extensions,
-        cutoff_probes=_probes(recorded, [probe for probe in given.values() if probe]),
-    )
+    if record:
+        args.out.mkdir(parents=True, exist_ok=True)
+        extensions = [*recorded.extensions, extension] if extension else None
+        save_run_info(
+            args.out, cutoff=window.label, until=window.until.isoformat(), seed=seed,
+            extensions=extensions,
+            cutoff_probes=_probes(recorded, [probe for probe in given.values() if probe]),
+        )
     return RunContext(out=args.out, window=window, options=options)
 
 
@@ -253,11 +256,17 @@ def main(argv: list[str] | None = None) -> int:
     options = _options(parser, args, seed=0)  # every flag checked before anything runs
 
     def build(args: argparse.Namespace) -> int:
+        if options.llm.estimate:  # before any call, and nothing written
+            from cuqa_builder.stages.estimate import estimate_build
+
+            ctx = _start_run(args, options, record=False)
+            print(estimate_build(ctx, _plan(args.stage, ctx.options)))
+            return 0
         ctx = _start_run(args, options)
         for stage in _plan(args.stage, ctx.options):
             try:
                 summary = run_stage(stage, ctx)
-            except (KeyboardInterrupt, StageFailed):
+            except (KeyboardInterrupt, StageFailed, Paused):
                 raise
             except Exception as exc:
                 raise StageFailed(stage.name, exc) from exc

@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cuqa_builder import __version__
-from cuqa_builder.cli.flags import add_flags, options_from
+from cuqa_builder.cli.flags import add_flags, options_from, positive_int
 from cuqa_builder.cli.shell import add_verbosity_flags, run_command
 from cuqa_builder.cutoff_estimate import ESTIMATION_RULE, CutoffProbeOptions
 from cuqa_builder.errors import UsageError
 from cuqa_builder.evaluation.datasets import EvalItem, load_items
+from cuqa_builder.evaluation.estimate import EvalCommand
 from cuqa_builder.evaluation.gap import evaluate_gap
 from cuqa_builder.evaluation.harness import Evaluation, evaluate
 from cuqa_builder.evaluation.outputs import GAP, SWEEP, EvalSettings, RetrieverInfo, Scoring
@@ -29,6 +30,7 @@ from cuqa_builder.evaluation.reproduce import TABLES, reproduce
 from cuqa_builder.evaluation.sweep import parse_values, sweep
 from cuqa_builder.jsonio import atomic_write_text
 from cuqa_builder.judge import DEFAULT_JUDGE_PROMPT, JUDGE_PROMPTS
+from cuqa_builder.llm.estimate import compare
 from cuqa_builder.llm.settings import LLMOptions, LLMSettings, resolve_settings
 from cuqa_builder.llm.types import GatewayStats
 from cuqa_builder.retrieval.bm25 import BM25Retriever, CorpusError, event_passages, open_corpus
@@ -70,16 +72,6 @@ A killed run resumes: run the same command again. `cuqa-eval SUBCOMMAND -h` for 
 # --- arguments ---------------------------------------------------------------------------
 
 
-def _positive_int(text: str) -> int:
-    """An argparse type: a whole number of at least 1 (`--limit -1` once dropped the last item)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
-    return value
-
 
 def _evaluation_arguments(
     method_default: str | None, with_method: bool = True
@@ -90,7 +82,7 @@ def _evaluation_arguments(
     data.add_argument("--data", type=Path, required=True,
                       help="CuQA JSONL, FreshQA CSV, or JSONL with question + answers")
     data.add_argument("--split", choices=("test", "dev"), help="FreshQA split (default: both)")
-    data.add_argument("--limit", type=_positive_int, help="only the first N items (N >= 1)")
+    data.add_argument("--limit", type=positive_int, help="only the first N items (N >= 1)")
     data.add_argument("--out", type=Path, required=True, help="output directory")
 
     if with_method:
@@ -198,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="a folder of pages in the snapshot format (NAME.wiki + NAME.json), "
                        "e.g. the entity articles as of the cutoff, split into passages: the "
                        "known hop's documents (repeatable)")
-    index.add_argument("--passage-words", type=_positive_int, default=PASSAGE_WORDS,
+    index.add_argument("--passage-words", type=positive_int, default=PASSAGE_WORDS,
                        help=f"words per page passage (default: {PASSAGE_WORDS})")
     index.add_argument("--out", type=Path, required=True, help="index directory")
 
@@ -325,7 +317,8 @@ async def open_session(args: argparse.Namespace) -> AsyncIterator[Session]:
     items = load_items(args.data, split=args.split, limit=args.limit, aliases=args.aliases)
     options = solver_options(args)
     args.out.mkdir(parents=True, exist_ok=True)
-    settings = resolve_settings(args.llm_options, default_cache=args.out / LLM_CACHE).model_copy(
+    settings = resolve_settings(args.llm_options, default_cache=args.out / LLM_CACHE,
+                                progress=not args.quiet).model_copy(
         update={"api": args.api or "chat"})
     async with AsyncExitStack() as stack:
         retriever, retriever_info = open_retriever(args, stack, settings)
@@ -347,12 +340,26 @@ async def open_session(args: argparse.Namespace) -> AsyncIterator[Session]:
         evaluation = Evaluation(
             solver=get_solver(args.method), gateway=gateway, retriever=retriever,
             options=options, settings=run_settings, judge_gateway=judge_gateway,
-            items_in_flight=4 * settings.concurrency, progress=not args.quiet,
+            items_in_flight=settings.jobs_in_flight(4), progress=not args.quiet,
         )
+        # What the run was expected to spend, for the summary (a dry run: no call).
+        from cuqa_builder.evaluation.estimate import plan_evaluation
+
+        plan = (await plan_evaluation(_asked(args), options, settings))[0]
         yield Session(evaluation, items)
         print(_usage_line(gateway.stats), file=sys.stderr)
+        print(compare(plan, gateway.stats), file=sys.stderr)
         if isinstance(retriever, WebSearchRetriever):
             print(_search_line(retriever), file=sys.stderr)
+
+
+def _asked(args: argparse.Namespace) -> EvalCommand:
+    """The command's flags as `--estimate` and the summary's estimate read them."""
+    return EvalCommand(
+        command=args.command, method=args.method, data=args.data, split=args.split,
+        limit=args.limit, aliases=args.aliases, judge_model=args.judge_model,
+        judge_prompt=args.judge_prompt,
+    )
 
 
 def _usage_line(stats: GatewayStats) -> str:
@@ -464,6 +471,12 @@ def main(argv: list[str] | None = None) -> int:
         args.probe_options = options_from(parser, CutoffProbeOptions, args)
 
     def evaluate_command(args: argparse.Namespace) -> int:
+        if getattr(args, "llm_options", None) and args.llm_options.estimate:
+            from cuqa_builder.evaluation.estimate import estimate_evaluation
+
+            settings = resolve_settings(args.llm_options, default_cache=args.out / LLM_CACHE)
+            print(asyncio.run(estimate_evaluation(_asked(args), solver_options(args), settings)))
+            return 0
         print(asyncio.run(COMMANDS[args.command](args)))
         return 0
 

@@ -40,6 +40,15 @@ def _whole_number(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
 
 
+def positive_int(text: str) -> int:
+    """An argparse type for flags outside the options models: a whole number of at least 1
+    (`--limit -1` once dropped the last item)."""
+    value = _whole_number(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
+    return value
+
+
 def _number(text: str) -> float:
     try:
         return float(text)

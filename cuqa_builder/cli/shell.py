@@ -5,6 +5,8 @@ Every CLI (`cuqa-build`, `cuqa-eval`, `cuqa-annotate`, `cuqa-models`) runs its w
 - a bad flag: argparse's usage and `PROG: error: ...`, exit 2 (a `UsageError` too);
 - any other failure the user can act on: one line `PROG: error: ...`, exit 1;
 - Ctrl-C: `PROG: interrupted; run the same command to resume`, exit 130;
+- a planned stop (`Paused`: batch files written for an offline engine): `PROG: ...` with what
+  to run before the same command again, exit 75;
 - `-v/--verbose`: debug logging, and the traceback above the one-line error.
 """
 
@@ -16,7 +18,7 @@ import sys
 import traceback
 from collections.abc import Callable
 
-from cuqa_builder.errors import CuqaError
+from cuqa_builder.errors import CuqaError, Paused
 
 # Libraries that log every request or step at INFO, which would drown progress bars and summaries
 # (httpx and httpx2: the openai client's HTTP stack; bm25s: its indexing steps).
@@ -49,6 +51,9 @@ def run_command(
     except KeyboardInterrupt:
         print(f"\n{prog}: interrupted; run the same command to resume", file=sys.stderr)
         return INTERRUPTED
+    except Paused as pause:  # not an error: its message (several lines) says what to run
+        print(f"{prog}: {pause}", file=sys.stderr)
+        return pause.exit_code
     except Exception as exc:  # every failure ends as one readable line, never a traceback
         if verbose:
             traceback.print_exc()

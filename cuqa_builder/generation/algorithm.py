@@ -3,6 +3,14 @@
 Every random choice for an event is drawn up front from a generator seeded by the run's seed and
 the event id, so the same event makes the same choices whatever `--limit`, order or resumption;
 the same choices give the same prompts and sampling seed, so a re-run is served by the cache.
+
+Repair: the checks that apply to a step's output run as soon as it is there (no question at all,
+a question naming its own answer, a merge that gives the bridge away or repeats one input). A
+refused output is asked again with the next sampling seed (a new cache key), up to `attempts`
+times; later steps only run on an accepted output, and every attempt is kept.
+
+With `known_source="wiki"` the known passage is the lead of the bridge's article as it was at
+the cutoff (given by the stage; generation does no I/O) and `k_ent` is one of the lead's links.
 """
 
 from __future__ import annotations
@@ -10,7 +18,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
-from collections.abc import Awaitable, Callable, Coroutine
+import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +27,7 @@ from pydantic import BaseModel
 
 from cuqa_builder.errors import CuqaError
 from cuqa_builder.generation.output_parsing import OutputError, parse_passage, parse_question
+from cuqa_builder.grounding.keys import entity_key
 from cuqa_builder.llm.client import LLMClient, prompt_request
 from cuqa_builder.llm.types import LLMError
 from cuqa_builder.prompts import PromptTemplate, load_prompt
@@ -26,18 +36,29 @@ from cuqa_builder.records import (
     Entity,
     Event,
     EventRef,
+    Evidence,
     GeneratorInfo,
     Intermediates,
+    KnownSource,
+    Link,
     PromptCall,
     QuestionType,
     SubQuestion,
     answer_aliases,
 )
+from cuqa_builder.text import contains_answer
+from cuqa_builder.validation.near_duplicates import SIMILAR, wording_similarity
+from cuqa_builder.validation.question_form import form_problem
 
 EntityFinder = Callable[[str], Awaitable[list[Entity]]]
-# A reply with no usable question is asked once more with another sampling seed (a new cache
-# key); the unusable reply stays cached, so a re-run reproduces the same outcome for free.
-PARSE_ATTEMPTS = 2
+# A refused reply is asked again with the next sampling seed (a new cache key); refused replies
+# stay cached, so a re-run reproduces the same outcome for free.
+DEFAULT_ATTEMPTS = 3
+_NOT_AN_ENTITY = re.compile(r"^[\d\s,–-]+$|^(?:January|February|March|April|May|June|July|August"
+                            r"|September|October|November|December) \d{1,2}$")
+LINK_LABEL = "LINK"  # label of an entity taken from an article's wikilink
+# A step check: the parsed output -> why it is refused, or None to accept it.
+StepCheck = Callable[[str], "str | None"]
 
 
 @dataclass(frozen=True)
@@ -91,12 +112,76 @@ class Sampling(BaseModel):
 
 
 class GenerationError(CuqaError):
-    """A step that failed for good: the model call, or output that holds nothing usable."""
+    """A step that failed for good: the model call, or every attempt refused by its check."""
 
-    def __init__(self, step: str, reason: str) -> None:
+    def __init__(self, step: str, reason: str, attempts: list[PromptCall] | None = None) -> None:
         super().__init__(f"{step}: {reason}")
         self.step = step
         self.reason = reason
+        self.attempts = list(attempts or [])
+        self.branch: QuestionType | None = None
+
+
+@dataclass(frozen=True)
+class KnownArticle:
+    """An entity's article at the cutoff, as `--known-source wiki` uses it."""
+
+    passage: str  # the lead's first sentences
+    links: list[Link]  # the lead's links: where k_ent is sampled
+    evidence: Evidence
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """Every attempt of one step, the accepted one last."""
+
+    attempts: list[PromptCall]
+
+    @property
+    def parsed(self) -> str:
+        return self.attempts[-1].parsed
+
+
+def _names(entity: Entity) -> list[str]:
+    return [entity.text, *answer_aliases(entity)]
+
+
+def names_found(text: str, names: list[str]) -> str | None:
+    """The first of `names` that `text` contains as whole words (normalised), if any."""
+    return next((name for name in names if contains_answer(text, name)), None)
+
+
+def own_answer_check(what: str, answer: list[str], bridge: list[str] | None = None) -> StepCheck:
+    """A sub-question must read as one question, not name its own answer, and (an ABC known
+    question) name the bridge."""
+
+    def check(question: str) -> str | None:
+        if problem := form_problem(question):
+            return f"the {what}: {problem}"
+        if found := names_found(question, answer):
+            return f"the {what} names its own answer {found!r}"
+        if bridge is not None and not names_found(question, bridge):
+            return f"the {what} does not mention the bridge {bridge[0]!r}"
+        return None
+
+    return check
+
+
+def merge_check(answer: list[str], bridge: list[str], inputs: list[str]) -> StepCheck:
+    """A merged question must hide the answer and the bridge and join both inputs."""
+
+    def check(question: str) -> str | None:
+        if problem := form_problem(question):
+            return f"the merged question: {problem}"
+        if found := names_found(question, answer):
+            return f"the merged question names the answer {found!r}"
+        if found := names_found(question, bridge):
+            return f"the merged question names the bridge {found!r}"
+        if any(wording_similarity(question, q) >= SIMILAR for q in inputs):
+            return "the merged question only repeats or rewords one of its two questions"
+        return None
+
+    return check
 
 
 def load_templates() -> dict[str, PromptTemplate]:
@@ -127,6 +212,7 @@ class Draws:
 
 
 def draw(seed: int, event_id: str, n_entities: int) -> Draws:
+    """`n_entities`: how many entities cur_ent is drawn from."""
     rng = random.Random(event_seed(seed, event_id))
     cur_index = rng.randrange(n_entities)  # = rng.choice(entities)
     aab = rng.randint(1, 9) < 5  # Algorithm 1, line 7: AAB with probability 4/9
@@ -134,19 +220,11 @@ def draw(seed: int, event_id: str, n_entities: int) -> Draws:
 
 
 def _same_entity(a: Entity, b: Entity) -> bool:
-    names = {n.casefold() for n in (a.text, a.wiki_title) if n}
-    return bool(names & {n.casefold() for n in (b.text, b.wiki_title) if n})
-
-
-async def _both(
-    first: Coroutine[Any, Any, PromptCall], second: Coroutine[Any, Any, PromptCall]
-) -> tuple[PromptCall, PromptCall]:
-    """Run two independent calls together; both finish (and are cached) even if one fails."""
-    one, two = await asyncio.gather(first, second, return_exceptions=True)
-    for result in (one, two):
-        if isinstance(result, BaseException):
-            raise result
-    return one, two
+    """The same names, or one named inside the other ("Turkey" in "Grand National Assembly of
+    Turkey": a question mentioning the bridge would name the answer)."""
+    names = [n for n in (a.text, a.wiki_title) if n]
+    others = [n for n in (b.text, b.wiki_title) if n]
+    return any(contains_answer(x, y) or contains_answer(y, x) for x in names for y in others)
 
 
 @dataclass
@@ -157,86 +235,167 @@ class Generator:
     cutoff: str
     sampling: Sampling = field(default_factory=Sampling)
     templates: dict[str, PromptTemplate] = field(default_factory=load_templates)
+    attempts: int = DEFAULT_ATTEMPTS
+    known_source: KnownSource = "model"
+    # entity_key(entity) -> its article at the cutoff, for --known-source wiki
+    known_articles: dict[str, KnownArticle] = field(default_factory=dict)
 
     @property
     def prompt_hashes(self) -> dict[str, str]:
         return {name: template.sha256 for name, template in self.templates.items()}
 
-    async def call(self, step: Step, values: dict[str, str], api_seed: int) -> PromptCall:
-        """One step: ask, parse; unusable text is asked again once with the next seed."""
+    async def call(
+        self, step: Step, values: dict[str, str], api_seed: int, check: StepCheck | None = None
+    ) -> StepResult:
+        """One step: ask, parse, check; a refused output is asked again with the next seed."""
         template = self.templates[step.template]
-        unusable = ""
-        for attempt in range(PARSE_ATTEMPTS):
+        attempts: list[PromptCall] = []
+        for attempt in range(self.attempts):
+            seed = api_seed + attempt
             try:
                 result = await self.gateway.chat(prompt_request(
-                    template, values, **self.sampling.for_step(step, api_seed + attempt)
+                    template, values, **self.sampling.for_step(step, seed)
                 ))
             except LLMError as exc:
-                raise GenerationError(step.function, str(exc)) from exc
+                raise GenerationError(step.function, str(exc), attempts) from exc
             try:
-                parsed = step.parse(result.text)
+                parsed, refused = step.parse(result.text), None
             except OutputError as exc:
-                unusable = f"{exc} in {PARSE_ATTEMPTS} answers, last: {result.text[:200]!r}"
-                continue
-            return PromptCall(function=step.function, template_hash=template.sha256,
-                              raw=result.text, parsed=parsed)
-        raise GenerationError(step.function, unusable)
+                parsed, refused = "", str(exc)
+            if refused is None and check is not None:
+                refused = check(parsed)
+            attempts.append(PromptCall(
+                function=step.function, template_hash=template.sha256, raw=result.text,
+                parsed=parsed, attempt=attempt, seed=seed, rejected=refused,
+                prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
+            ))
+            if refused is None:
+                return StepResult(attempts)
+        last = attempts[-1]
+        raise GenerationError(
+            step.function,
+            f"{last.rejected} in {len(attempts)} attempts, last: {last.raw[:200]!r}", attempts,
+        )
+
+    def _bridge_pool(self, event: Event) -> list[Entity]:
+        """The entities cur_ent is drawn from: all, or with wiki passages those with an article."""
+        if self.known_source == "model":
+            return event.entities
+        pool = [e for e in event.entities if entity_key(e) in self.known_articles]
+        if not pool:
+            raise GenerationError(
+                "KnownEventsGen", "no entity of the event had a Wikipedia article at the cutoff"
+            )
+        return pool
+
+    async def _passage(self, cur_ent: Entity, api_seed: int) -> tuple[str, list[PromptCall]]:
+        if self.known_source == "wiki":
+            return self.known_articles[entity_key(cur_ent)].passage, []
+        result = await self.call(KNOWN_EVENTS_GEN, {"entity": cur_ent.text}, api_seed)
+        return result.parsed, result.attempts
 
     async def easy(self, event: Event) -> Candidate:
         """Algorithm 1 for one event (which must have entities)."""
-        draws = draw(self.seed, event.id, len(event.entities))
-        cur_ent = event.entities[draws.cur_index]
-        unknown, passage = await _both(
-            self.call(UNKNOWN_QUESTION_GEN,
-                      {"unknown_event": event.text, "unknown_entity": cur_ent.text},
-                      draws.api_seed),
-            self.call(KNOWN_EVENTS_GEN, {"entity": cur_ent.text}, draws.api_seed),
+        pool = self._bridge_pool(event)
+        draws = draw(self.seed, event.id, len(pool))
+        spent: list[PromptCall] = []  # accepted steps' calls, for the failure record
+        try:
+            return await self._easy(event, pool[draws.cur_index], draws, spent)
+        except GenerationError as exc:
+            exc.branch = "AAB" if draws.aab else "ABC"  # the branch drawn, for the yield
+            exc.attempts = [*spent, *exc.attempts]
+            raise
+
+    async def _easy(
+        self, event: Event, cur_ent: Entity, draws: Draws, spent: list[PromptCall]
+    ) -> Candidate:
+        unknown_call = self.call(
+            UNKNOWN_QUESTION_GEN, {"unknown_event": event.text, "unknown_entity": cur_ent.text},
+            draws.api_seed, own_answer_check("unknown question", _names(cur_ent)),
         )
+        # The two independent steps run together; both finish (and are cached, and counted in
+        # a failure's calls) even if one fails.
+        unknown_or_error, passage_or_error = await asyncio.gather(
+            unknown_call, self._passage(cur_ent, draws.api_seed), return_exceptions=True
+        )
+        if not isinstance(unknown_or_error, BaseException):
+            spent += unknown_or_error.attempts
+        if not isinstance(passage_or_error, BaseException):
+            spent += passage_or_error[1]
+        for outcome in (unknown_or_error, passage_or_error):
+            if isinstance(outcome, BaseException):
+                raise outcome
+        assert not isinstance(unknown_or_error, BaseException)
+        assert not isinstance(passage_or_error, BaseException)
+        unknown, (passage, _) = unknown_or_error, passage_or_error
         k_ent, fallback = None, None
         if not draws.aab:
-            k_ent = await self._known_entity(passage.parsed, cur_ent, draws.k_fraction)
+            k_ent = await self._known_entity(passage, cur_ent, draws.k_fraction)
             if k_ent is None:
                 fallback = f"no entity other than {cur_ent.text!r} in the known passage"
         if k_ent is None:
             known = await self.call(
-                KNOWN_QUESTION_GEN, {"known_event": passage.parsed, "entity": cur_ent.text},
-                draws.api_seed,
+                KNOWN_QUESTION_GEN, {"known_event": passage, "entity": cur_ent.text},
+                draws.api_seed, own_answer_check("known question", _names(cur_ent)),
             )
         else:
             known = await self.call(
                 KNOWN_QUESTION_GEN2,
-                {"known_passage": passage.parsed, "unknown_entity": cur_ent.text,
+                {"known_passage": passage, "unknown_entity": cur_ent.text,
                  "known_entity": k_ent.text},
                 draws.api_seed,
+                own_answer_check("known question", _names(k_ent), bridge=_names(cur_ent)),
             )
+        spent += known.attempts
+        answer = k_ent or cur_ent
         merged = await self.call(
             MERGE_QUESTIONS,
             {"unknown_question": unknown.parsed, "known_question": known.parsed},
             draws.api_seed,
+            merge_check(_names(answer), _names(cur_ent) if k_ent else [],
+                        [unknown.parsed, known.parsed]),
         )
-        answer = k_ent or cur_ent
+        article = self.known_articles.get(entity_key(cur_ent))
         intermediates = Intermediates(
             branch="AAB" if k_ent is None else "ABC",
             cur_ent=cur_ent,
             k_ent=k_ent,
-            known_passage=passage.parsed,
+            known_passage=passage,
             unknown_question=unknown.parsed,
             known_question=known.parsed,
             known_answer=answer.text,
             merged_question=merged.parsed,
-            calls=[unknown, passage, known, merged],
+            calls=[*spent, *merged.attempts],
             fallback=fallback,
+            known_source=self.known_source,
+            known_article=article.evidence if article and self.known_source == "wiki" else None,
         )
         return self._candidate(event, answer, intermediates)
 
     async def _known_entity(self, passage: str, cur_ent: Entity, fraction: float) -> Entity | None:
-        pool = [e for e in await self.find_entities(passage) if not _same_entity(e, cur_ent)]
+        if self.known_source == "wiki":
+            found = self._linked_entities(passage, cur_ent)
+        else:
+            found = await self.find_entities(passage)
+        pool = [e for e in found if not _same_entity(e, cur_ent)]
         return pool[int(fraction * len(pool))] if pool else None
+
+    def _linked_entities(self, passage: str, cur_ent: Entity) -> list[Entity]:
+        """The lead's links shown in the passage (no dates or numbers): titles known exactly."""
+        links = self.known_articles[entity_key(cur_ent)].links
+        entities = [
+            Entity(text=link.text, label=LINK_LABEL, wiki_title=link.title) for link in links
+            if link.text in passage and not _NOT_AN_ENTITY.match(link.title)
+            and not _NOT_AN_ENTITY.match(link.text)
+        ]
+        return list({e.wiki_title: e for e in entities}.values())
 
     def _candidate(self, event: Event, answer: Entity, steps: Intermediates) -> Candidate:
         branch: QuestionType = steps.branch
-        used = {UNKNOWN_QUESTION_GEN, KNOWN_EVENTS_GEN, MERGE_QUESTIONS,
+        used = {UNKNOWN_QUESTION_GEN, MERGE_QUESTIONS,
                 KNOWN_QUESTION_GEN if branch == "AAB" else KNOWN_QUESTION_GEN2}
+        if steps.known_source == "model":
+            used.add(KNOWN_EVENTS_GEN)
         return Candidate(
             id=candidate_id(self.seed, event.id),
             question=steps.merged_question,
@@ -255,6 +414,7 @@ class Generator:
             cutoff=self.cutoff,
             generator=GeneratorInfo(
                 model=self.gateway.model,
+                known_source=steps.known_source,
                 prompts={s.template: self.templates[s.template].sha256 for s in STEPS if s in used},
             ),
             intermediates=steps,

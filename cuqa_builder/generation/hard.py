@@ -14,8 +14,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from cuqa_builder.generation.algorithm import MERGE_QUESTIONS, Generator
-from cuqa_builder.records import Candidate, Entity, GeneratorInfo, Pairing, QuestionType
+from cuqa_builder.generation.algorithm import MERGE_QUESTIONS, Generator, merge_check
+from cuqa_builder.records import (
+    Candidate,
+    Entity,
+    GeneratorInfo,
+    Pairing,
+    QuestionType,
+    answer_aliases,
+)
 from cuqa_builder.text import normalize_answer
 
 LinkKind = Literal["question", "entities", "answer"]
@@ -95,6 +102,14 @@ def choose_pairs(
     return chosen
 
 
+def _easy_bridges(item: Candidate) -> list[str]:
+    """The hidden bridge of an easy ABC item (its cur_ent), which the merge must not name."""
+    steps = item.intermediates
+    if steps is None or steps.k_ent is None:
+        return []
+    return [steps.cur_ent.text, *answer_aliases(steps.cur_ent)]
+
+
 def _merge_seed(pair: Pair) -> int:
     return int(pair.id.removeprefix("cqh-"), 16) % 2**31
 
@@ -102,18 +117,21 @@ def _merge_seed(pair: Pair) -> int:
 async def merge_pair(generator: Generator, pair: Pair) -> Candidate:
     """MergeQuestions over two easy questions: one four-hop question, all four sub-questions."""
     first, second = pair.first, pair.second
-    call = await generator.call(
+    shared = pair.link == "answer"
+    aliases = [*second.answer_aliases, *(a for a in first.answer_aliases if shared)]
+    bridges = [] if shared else [first.answer, *first.answer_aliases]
+    bridges += [b for item in (first, second) for b in _easy_bridges(item)]
+    result = await generator.call(
         MERGE_QUESTIONS,
         {"unknown_question": first.question, "known_question": second.question},
         _merge_seed(pair),
+        merge_check([second.answer, *aliases], bridges, [first.question, second.question]),
     )
-    shared = pair.link == "answer"
     item_type: QuestionType = "AAB" if shared else "ABC"
-    aliases = [*second.answer_aliases, *(a for a in first.answer_aliases if shared)]
     merge = MERGE_QUESTIONS.template
     return Candidate(
         id=pair.id,
-        question=call.parsed,
+        question=result.parsed,
         answer=second.answer,
         answer_aliases=list(dict.fromkeys(aliases)),
         type=item_type,
@@ -128,5 +146,6 @@ async def merge_pair(generator: Generator, pair: Pair) -> Candidate:
         ),
         sub_items=[first, second],
         seed=generator.seed,
-        pairing=Pairing(link=pair.link, bridge=first.answer, call=call),
+        pairing=Pairing(link=pair.link, bridge=first.answer, call=result.attempts[-1],
+                        rejected=result.attempts[:-1]),
     )

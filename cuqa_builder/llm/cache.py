@@ -3,8 +3,14 @@
 One row per distinct request, keyed by the sha256 of the canonical JSON of everything that shapes
 the answer (model, messages, every sampling parameter). Each finished call is committed on its
 own (WAL journal), so killing the process loses at most the calls still in flight. Rows also count
-their cache hits, which is enough to summarise a run. Only the request and the endpoint's JSON
-body are stored: never headers, keys or endpoint URLs.
+their cache hits, which is enough to summarise a run (hits are written a thousand at a time and
+on close, so a killed process may lose the count of its last few: never an answer). Only the
+request and the endpoint's JSON body are stored: never headers, keys or endpoint URLs.
+
+Batch rounds (`llm/batch.py`) also record here every batch they submit, with the keys of its
+requests, before they wait for it: a killed process that asks again finds the batch and waits
+for it instead of paying for the same requests twice. A submission's request rows are dropped
+once its answers are in the `calls` table.
 """
 
 from __future__ import annotations
@@ -12,11 +18,12 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from cuqa_builder.llm.types import ChatRequest
 from cuqa_builder.sqlite_store import open_store
@@ -38,6 +45,31 @@ CREATE TABLE IF NOT EXISTS calls (
     last_hit_at TEXT
 )
 """
+
+_BATCH_SCHEMA = (
+    """
+CREATE TABLE IF NOT EXISTS batch_submissions (
+    id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    model TEXT NOT NULL,
+    input TEXT NOT NULL,
+    requests INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    closed_at TEXT
+)""",
+    """
+CREATE TABLE IF NOT EXISTS batch_requests (
+    submission TEXT NOT NULL,
+    key TEXT NOT NULL,
+    request TEXT NOT NULL,
+    template TEXT,
+    template_hash TEXT,
+    PRIMARY KEY (submission, key)
+)""",
+)
+
+HIT_FLUSH = 1000  # hits counted in memory before they are written
 
 # Recorded beside the call, not part of what the model sees.
 _NOT_SENT = frozenset({"template", "template_hash"})
@@ -72,6 +104,58 @@ class CachedCall(BaseModel):
     hits: int
 
 
+class Submission(BaseModel):
+    """One batch input file handed to a provider (`kind` "api": `id` is its batch id) or to an
+    offline engine (`kind` "files": `id` is the input file's path)."""
+
+    id: str
+    kind: str
+    model: str
+    input: str = Field(description="the provider's input file id, or the local input file")
+    requests: int
+    state: str = "open"  # open until its answers are stored; then "closed"
+
+
+class SubmittedRequest(BaseModel):
+    """What the cache needs to store an answer that comes back from a batch."""
+
+    key: str
+    request: str  # the canonical request
+    template: str | None = None
+    template_hash: str | None = None
+
+
+@dataclass(frozen=True)
+class CallSample:
+    template: str | None
+    prompt_chars: int
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+
+
+def _prompt_chars(canonical: str) -> int:
+    """Characters of the messages' text in a canonical request."""
+    messages = json.loads(canonical).get("messages") or []
+    return sum(len(str(m.get("content") or "")) for m in messages)
+
+
+@dataclass(frozen=True)
+class CallRow:
+    """One finished call as `put` stores it."""
+
+    key: str
+    model: str
+    canonical_request: str
+    response_json: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    cost: float
+    template: str | None
+    template_hash: str | None
+
+
 class CacheSummary(BaseModel):
     """Totals over the whole cache file (every run that used it)."""
 
@@ -92,6 +176,10 @@ class CallCache:
     def __init__(self, path: Path) -> None:
         self._db = open_store(path, _SCHEMA)
         self._lock = threading.Lock()
+        self._hits: list[tuple[str, str]] = []  # (when, key) not yet written
+        with self._lock:
+            for statement in _BATCH_SCHEMA:
+                self._db.execute(statement)
 
     def get(self, key: str) -> CachedCall | None:
         with self._lock:
@@ -107,10 +195,23 @@ class CallCache:
         return CachedCall.model_validate(fields)
 
     def count_hit(self, key: str) -> None:
+        """Count a hit; hits are written in groups (one write per hit would cost more than
+        the hit saves: a resumed batch run replays hundreds of thousands)."""
         with self._lock:
-            self._db.execute(
-                "UPDATE calls SET hits = hits + 1, last_hit_at = ? WHERE key = ?", (_now(), key)
-            )
+            self._hits.append((_now(), key))
+            if len(self._hits) < HIT_FLUSH:
+                return
+        self.flush_hits()
+
+    def flush_hits(self) -> None:
+        with self._lock:
+            hits, self._hits = self._hits, []
+            if hits:
+                self._db.execute("BEGIN")
+                self._db.executemany(
+                    "UPDATE calls SET hits = hits + 1, last_hit_at = ? WHERE key = ?", hits
+                )
+                self._db.execute("COMMIT")
 
     def put(
         self,
@@ -138,7 +239,93 @@ class CallCache:
                 ),
             )
 
+    def open_batch(self, submission: Submission, requests: list[SubmittedRequest]) -> None:
+        """Record a submitted batch and its requests, in one transaction."""
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                self._db.execute(
+                    "INSERT OR REPLACE INTO batch_submissions (id, kind, model, input, requests,"
+                    " state, created_at) VALUES (?, ?, ?, ?, ?, 'open', ?)",
+                    (submission.id, submission.kind, submission.model, submission.input,
+                     submission.requests, _now()),
+                )
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO batch_requests (submission, key, request, template,"
+                    " template_hash) VALUES (?, ?, ?, ?, ?)",
+                    ((submission.id, r.key, r.request, r.template, r.template_hash)
+                     for r in requests),
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def open_batches(self, kind: str, model: str) -> list[Submission]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, kind, model, input, requests, state FROM batch_submissions"
+                " WHERE state = 'open' AND kind = ? AND model = ? ORDER BY created_at, id",
+                (kind, model),
+            ).fetchall()
+        return [Submission.model_validate(dict(zip(Submission.model_fields, row, strict=True)))
+                for row in rows]
+
+    def batch_requests(self, submission: str) -> dict[str, SubmittedRequest]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT key, request, template, template_hash FROM batch_requests"
+                " WHERE submission = ?", (submission,),
+            ).fetchall()
+        return {row[0]: SubmittedRequest(key=row[0], request=row[1], template=row[2],
+                                         template_hash=row[3]) for row in rows}
+
+    def close_batch(self, submission: str) -> None:
+        """Its answers are stored: forget its requests, keep the record of the batch."""
+        with self._lock:
+            self._db.execute("BEGIN")
+            self._db.execute("UPDATE batch_submissions SET state = 'closed', closed_at = ?"
+                             " WHERE id = ?", (_now(), submission))
+            self._db.execute("DELETE FROM batch_requests WHERE submission = ?", (submission,))
+            self._db.execute("COMMIT")
+
+    def batch_count(self, kind: str) -> int:
+        with self._lock:
+            return self._db.execute(
+                "SELECT COUNT(*) FROM batch_submissions WHERE kind = ?", (kind,)
+            ).fetchone()[0]
+
+    def put_many(self, rows: list[CallRow]) -> None:
+        """Store many finished calls (a batch's answers) in one transaction."""
+        now = _now()
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO calls (key, model, request, response, prompt_tokens,"
+                    " completion_tokens, latency_s, cost, template, template_hash, created_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    ((r.key, r.model, r.canonical_request, r.response_json, r.prompt_tokens,
+                      r.completion_tokens, r.latency_s, r.cost, r.template, r.template_hash, now)
+                     for r in rows),
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def samples(self, model: str, limit: int = 2000) -> list[CallSample]:
+        """The latest finished calls of `model` (what `--estimate` calibrates itself on)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT template, request, prompt_tokens, completion_tokens, latency_s FROM calls"
+                " WHERE model = ? ORDER BY created_at DESC LIMIT ?", (model, limit),
+            ).fetchall()
+        return [CallSample(template=t, prompt_chars=_prompt_chars(r), prompt_tokens=p,
+                           completion_tokens=c, latency_s=lat) for t, r, p, c, lat in rows]
+
     def summary(self) -> CacheSummary:
+        self.flush_hits()
         with self._lock:
             row = self._db.execute(
                 "SELECT COUNT(*), COALESCE(SUM(hits), 0), COALESCE(SUM(prompt_tokens), 0),"
@@ -147,5 +334,6 @@ class CallCache:
         return CacheSummary.model_validate(dict(zip(CacheSummary.model_fields, row, strict=True)))
 
     def close(self) -> None:
+        self.flush_hits()
         with self._lock:
             self._db.close()

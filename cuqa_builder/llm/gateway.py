@@ -10,6 +10,10 @@ messages' text as the prompt, token logprobs in either of the two shapes servers
 client's own retries are off because we retry ourselves: 408/409/429/5xx, timeouts, connection
 errors and malformed bodies, with exponential back-off and jitter, waiting as long as
 `Retry-After` asks. The API key is scrubbed from every message we raise or log.
+
+Calls are paced by `--rpm`/`--tpm` and the provider's `x-ratelimit-*` headers (`ratelimit.py`).
+In batch mode (`--batch`, `--batch-files`) a call that is not cached waits for its round
+(`batch.py`) instead; `OpenAIBatches` below is how rounds reach the Files and Batches endpoints.
 """
 
 from __future__ import annotations
@@ -25,14 +29,23 @@ import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import openai
 
-from cuqa_builder.llm.cache import CallCache, canonical_request, request_key
+from cuqa_builder.llm.batch import CHAT_URL, COMPLETIONS_URL, BatchState, Rounds
+from cuqa_builder.llm.cache import (
+    CallCache,
+    CallRow,
+    SubmittedRequest,
+    canonical_request,
+    request_key,
+)
 from cuqa_builder.llm.client import prompt_request
 from cuqa_builder.llm.local import LocalServer
 from cuqa_builder.llm.prices import PriceTable
+from cuqa_builder.llm.ratelimit import RateLimiter, reserved_tokens
 from cuqa_builder.llm.settings import LOCAL_SLOTS_MAX, LLMSettings
 from cuqa_builder.llm.types import ChatRequest, ChatResult, GatewayStats, LLMError, TokenLogprob
 from cuqa_builder.prompts import PromptTemplate
@@ -73,6 +86,8 @@ class Gateway:
         self._prices = prices
         self._secret = secret
         self._slots = asyncio.Semaphore(concurrency)
+        self._limiter = RateLimiter(concurrency, settings.rpm, settings.tpm)
+        self._rounds: Rounds | None = None  # batch mode: set by open_gateway
         self._stats = GatewayStats()
         self._started = time.monotonic()
         # Identical requests made while the first is still running wait for its answer
@@ -125,6 +140,8 @@ class Gateway:
     async def _call_and_store(
         self, key: str, canonical: str, request: ChatRequest
     ) -> ChatResult:
+        if self._rounds is not None:  # batch mode: stored with its round's answers
+            return await self._rounds.ask(key, canonical, request)
         body, raw, latency = await self._call_with_retries(request)
         stored = self._without_key(raw)
         if stored != raw:
@@ -149,6 +166,51 @@ class Gateway:
             )
         return result
 
+    def _body(self, request: ChatRequest) -> dict[str, Any]:
+        """The request as a batch line's body: what a live call would send."""
+        if self._settings.api == "completions":
+            return {"model": self.model, "prompt": completion_prompt(request.messages),
+                    **_completion_sampling(request)}
+        return {"model": self.model, "messages": request.messages, **_sampling(request)}
+
+    def batch_answer(
+        self, submitted: SubmittedRequest, body: dict[str, Any]
+    ) -> tuple[ChatResult, CallRow]:
+        """A batch line's answer as a live call's result (at batch prices) and its cache row;
+        raises like `_check_shape` when the body is no chat completion."""
+        _check_shape(body)
+        raw = json.dumps(body, ensure_ascii=False)
+        stored = self._without_key(raw)
+        if stored != raw:
+            body = json.loads(stored)  # the caller gets what the cache keeps (see above)
+        result = _result(body, self.model, latency_s=0.0, cached=False)
+        result.cost = self._prices.cost(
+            self.model, result.prompt_tokens, result.completion_tokens,
+            batch=self._settings.batch_mode == "api",
+        )
+        self._count(result)
+        row = CallRow(
+            key=submitted.key, model=self.model, canonical_request=submitted.request,
+            response_json=stored,
+            prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
+            latency_s=0.0, cost=result.cost, template=submitted.template,
+            template_hash=submitted.template_hash,
+        )
+        return result, row
+
+    @asynccontextmanager
+    async def outside_work(self) -> AsyncIterator[None]:
+        """Around work off the event loop that leads to a call (see `batch.Rounds`)."""
+        if self._rounds is None:
+            yield
+        else:
+            async with self._rounds.outside_work():
+                yield
+
+    @property
+    def limiter(self) -> RateLimiter:
+        return self._limiter
+
     def _count(self, result: ChatResult) -> None:
         self._stats.calls += 1
         self._stats.prompt_tokens += result.prompt_tokens
@@ -161,7 +223,15 @@ class Gateway:
         while True:
             try:
                 async with self._slots:
-                    return await self._attempt(request)
+                    reserved = reserved_tokens(
+                        sum(len(m.get("content") or "") for m in request.messages),
+                        request.max_tokens,
+                    )
+                    async with self._limiter.call(reserved):
+                        body, raw, latency = await self._attempt(request)
+                    usage = body.get("usage") or {}
+                    self._limiter.used(reserved, int(usage.get("total_tokens") or reserved))
+                    return body, raw, latency
             except _Retryable as failure:
                 attempt += 1
                 if attempt == tries:
@@ -186,6 +256,7 @@ class Gateway:
                 response = await self._client.chat.completions.with_raw_response.create(
                     model=self.model, messages=request.messages, **_sampling(request)
                 )
+            self._limiter.observe(response.headers)
             raw = response.text
         except openai.APITimeoutError:
             raise _Retryable(f"no answer within {self._settings.timeout_s:g} s") from None
@@ -196,6 +267,7 @@ class Gateway:
         except openai.APIStatusError as exc:
             detail = exc.body.get("message") if isinstance(exc.body, dict) else None
             reason = self._scrub(f"HTTP {exc.status_code}: {detail or exc.message}")
+            self._limiter.observe(exc.response.headers, refused=exc.status_code == 429)
             if exc.status_code in _RETRYABLE_STATUS or exc.status_code >= 500:
                 raise _Retryable(reason, _retry_after_s(exc.response.headers)) from None
             self._stats.failures += 1
@@ -215,6 +287,69 @@ class Gateway:
         """For messages: our key, and anything shaped like a key, a bearer token or URL
         credentials (an endpoint may echo another secret). Never applied to model answers."""
         return _SECRET_PATTERNS.sub("***", self._without_key(text))
+
+
+class OpenAIBatches:
+    """The Files and Batches endpoints for `batch.Rounds`, retried like chat calls."""
+
+    def __init__(self, client: openai.AsyncOpenAI, gateway: Gateway, max_retries: int) -> None:
+        self._client = client
+        self._gateway = gateway
+        self._tries = max_retries + 1
+
+    async def _retried(self, what: str, call: Any) -> Any:
+        for attempt in range(self._tries):
+            try:
+                return await call()
+            except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+                reason, wait = f"{what}: {type(exc).__name__}", None
+            except openai.APIStatusError as exc:
+                reason = self._gateway._scrub(f"{what}: HTTP {exc.status_code}: {exc.message}")
+                if exc.status_code not in _RETRYABLE_STATUS and exc.status_code < 500:
+                    raise LLMError(f"{self._gateway.model}: {reason}") from None
+                wait = _retry_after_s(exc.response.headers)
+            if attempt + 1 < self._tries:
+                log.warning("%s; retrying", reason)
+                await asyncio.sleep(_backoff_s(attempt, wait))
+        raise LLMError(f"{self._gateway.model}: {reason} (after {self._tries} tries)")
+
+    async def upload(self, path: Path) -> str:
+        async def call() -> str:
+            with path.open("rb") as data:
+                return (await self._client.files.create(file=data, purpose="batch")).id
+
+        return await self._retried(f"uploading {path.name}", call)
+
+    async def create(self, file_id: str) -> BatchState:
+        endpoint = COMPLETIONS_URL if self._gateway._settings.api == "completions" else CHAT_URL
+        batch = await self._retried("creating a batch", lambda: self._client.batches.create(
+            input_file_id=file_id, endpoint=endpoint, completion_window="24h",
+        ))
+        return _batch_state(batch)
+
+    async def retrieve(self, batch_id: str) -> BatchState:
+        return _batch_state(await self._retried(
+            f"looking at batch {batch_id}", lambda: self._client.batches.retrieve(batch_id)
+        ))
+
+    async def download(self, file_id: str) -> bytes:
+        response = await self._retried(
+            f"downloading {file_id}", lambda: self._client.files.content(file_id)
+        )
+        return response.content
+
+
+def _batch_state(batch: Any) -> BatchState:
+    counts = batch.request_counts
+    errors = (batch.errors.data or []) if batch.errors else []
+    return BatchState(
+        id=batch.id, status=batch.status, output_file_id=batch.output_file_id,
+        error_file_id=batch.error_file_id,
+        total=counts.total if counts else 0, completed=counts.completed if counts else 0,
+        failed=counts.failed if counts else 0,
+        errors=[f"{e.code or 'error'}: {e.message or ''}"
+                + (f" (line {e.line})" if e.line else "") for e in errors],
+    )
 
 
 def _sampling(request: ChatRequest) -> dict[str, Any]:
@@ -330,6 +465,8 @@ def _backoff_s(attempt: int, retry_after: float | None) -> float:
 def _api_key(settings: LLMSettings) -> str:
     if settings.uses_local_model:
         return "local"  # llama.cpp's server is started without a key
+    if settings.batch_mode == "files":
+        return "unused"  # an offline engine answers the files: no endpoint is called
     key = os.environ.get("OPENAI_API_KEY")
     if key:
         return key
@@ -343,6 +480,9 @@ async def open_gateway(settings: LLMSettings) -> AsyncIterator[Gateway]:
     """Open the cache, start the embedded model if selected, and yield a ready gateway."""
     async with AsyncExitStack() as stack:
         concurrency = settings.concurrency
+        if settings.batch_mode == "api" and settings.uses_local_model:
+            raise LLMError("the embedded model has no Batch API: give --base-url or "
+                           "$OPENAI_API_KEY for --batch, or use --batch-files DIR")
         if settings.uses_local_model:
             assert settings.local is not None
             concurrency = min(settings.concurrency, LOCAL_SLOTS_MAX)
@@ -366,4 +506,26 @@ async def open_gateway(settings: LLMSettings) -> AsyncIterator[Gateway]:
             stack.callback(cache.close)
         prices = PriceTable.load(settings.prices_path)
         secret = None if settings.uses_local_model else api_key
-        yield Gateway(client, model, settings, cache, prices, secret, concurrency)
+        gateway = Gateway(client, model, settings, cache, prices, secret, concurrency)
+        if settings.batched:
+            gateway._rounds = _open_rounds(gateway, client, settings, cache)
+            stack.push_async_callback(gateway._rounds.close)
+        yield gateway
+
+
+def _open_rounds(
+    gateway: Gateway, client: openai.AsyncOpenAI, settings: LLMSettings, cache: CallCache | None
+) -> Rounds:
+    if cache is None:
+        raise LLMError("batch answers are kept in the call cache: drop --no-cache")
+    to_files = settings.batch_mode == "files"
+    return Rounds(
+        model=gateway.model, cache=cache, sink=gateway, body_of=gateway._body,
+        url=COMPLETIONS_URL if settings.api == "completions" else CHAT_URL,
+        stats=gateway._stats,
+        max_requests=settings.batch_max_requests, max_bytes=settings.batch_max_bytes,
+        max_retries=settings.max_retries,
+        service=None if to_files else OpenAIBatches(client, gateway, settings.max_retries),
+        directory=settings.batch_dir if to_files else None,
+        poll_s=settings.batch_poll_s, progress=settings.progress,
+    )

@@ -4,6 +4,9 @@ The built-in figures are list prices as published when this table was written; t
 `--prices FILE` (JSON `{"model": {"input": x, "output": y}}`) overrides or extends them. A dated
 model id (`gpt-4o-mini-2024-07-18`) takes the price of its longest listed prefix. Embedded models
 cost nothing. An unknown model costs 0 with one warning, so a run never stops over a price.
+
+Batch API calls (`--batch`) cost half the live price, OpenAI's rule for its Batch API; a price
+file may give `batch_input`/`batch_output` for a provider with another rule.
 """
 
 from __future__ import annotations
@@ -19,9 +22,23 @@ from cuqa_builder.llm.local import REGISTRY
 log = logging.getLogger(__name__)
 
 
+BATCH_DISCOUNT = 0.5
+
+
 class Price(BaseModel):
     input: float  # USD per 1M prompt tokens
     output: float  # USD per 1M completion tokens
+    batch_input: float | None = None  # through the Batch API (default: input x BATCH_DISCOUNT)
+    batch_output: float | None = None
+
+    def per_million(self, batch: bool = False) -> tuple[float, float]:
+        """(input, output) USD per 1M tokens, live or through the Batch API."""
+        if not batch:
+            return self.input, self.output
+        return (
+            self.input * BATCH_DISCOUNT if self.batch_input is None else self.batch_input,
+            self.output * BATCH_DISCOUNT if self.batch_output is None else self.batch_output,
+        )
 
 
 BUILTIN_PRICES: dict[str, Price] = {
@@ -67,7 +84,9 @@ class PriceTable:
             self._resolved[model] = self._lookup(model)
         return self._resolved[model]
 
-    def cost(self, model: str, prompt_tokens: int, completion_tokens: int) -> float:
+    def cost(
+        self, model: str, prompt_tokens: int, completion_tokens: int, batch: bool = False
+    ) -> float:
         price = self.price(model)
         if price is None:
             if model not in self._warned:
@@ -75,7 +94,8 @@ class PriceTable:
                 log.warning("no price known for model %r: its cost is counted as 0 "
                             "(add it with --prices FILE)", model)
             return 0.0
-        return (prompt_tokens * price.input + completion_tokens * price.output) / 1_000_000
+        per_input, per_output = price.per_million(batch)
+        return (prompt_tokens * per_input + completion_tokens * per_output) / 1_000_000
 
     def _lookup(self, model: str) -> Price | None:
         if model in self._prices:

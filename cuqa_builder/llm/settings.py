@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from cuqa_builder.llm.local import REGISTRY
 
@@ -19,6 +19,15 @@ LOCAL_TIMEOUT_S = 900.0
 LOCAL_SLOTS_MAX = 4
 DEFAULT_CONCURRENCY = 8
 DEFAULT_MAX_RETRIES = 4
+# The OpenAI Batch API's limits per input file (other providers' are no larger that we know of).
+BATCH_MAX_REQUESTS = 50_000
+BATCH_MAX_MB = 200.0
+BATCH_POLL_S = 30.0
+# Items (events, questions) in flight in batch mode at most: each holds ~20 KB while it waits
+# (its record, its coroutines, its requests), so this keeps a run under ~500 MB at any size.
+BATCH_JOBS_MAX = 12_500
+
+BatchMode = Literal["live", "api", "files"]
 
 
 class LLMSettings(BaseModel):
@@ -37,10 +46,31 @@ class LLMSettings(BaseModel):
     timeout_s: float = Field(default=API_TIMEOUT_S, gt=0)
     max_retries: int = Field(default=DEFAULT_MAX_RETRIES, ge=0)
     prices_path: Path | None = None
+    # Scale (issue 13): rounds of batched calls instead of live ones, and client-side rate limits.
+    batch_mode: BatchMode = "live"
+    batch_dir: Path | None = None  # the round files of batch_mode "files"
+    batch_max_requests: int = Field(default=BATCH_MAX_REQUESTS, ge=1)
+    batch_max_bytes: int = Field(default=int(BATCH_MAX_MB * 1_000_000), ge=1)
+    batch_poll_s: float = Field(default=BATCH_POLL_S, gt=0)
+    rpm: float | None = Field(default=None, gt=0)
+    tpm: float | None = Field(default=None, gt=0)
+    progress: bool = True  # progress bars of batch rounds
 
     @property
     def uses_local_model(self) -> bool:
         return self.local is not None
+
+    @property
+    def batched(self) -> bool:
+        return self.batch_mode != "live"
+
+    def jobs_in_flight(self, per_call_slot: int) -> int:
+        """How many items (events, questions) a stage should work on at once: enough to keep
+        every live call slot busy, or, in batch mode, a batch file's worth (an item asks up to
+        `per_call_slot` calls at once; more items in flight would only take memory)."""
+        if self.batched:
+            return max(1, min(self.batch_max_requests // per_call_slot, BATCH_JOBS_MAX))
+        return per_call_slot * self.concurrency
 
 
 def local_model_name(choice: str) -> str:
@@ -98,6 +128,54 @@ class LLMOptions(BaseModel):
         json_schema_extra={"flag": {"metavar": "N"}},
     )
     prices: Path | None = Field(None, description="JSON price table overriding the built-in one")
+    rpm: float | None = Field(
+        None, gt=0, description="at most N requests per minute, spread evenly (the provider's "
+        "x-ratelimit headers also slow calls down before it would refuse one)",
+        json_schema_extra={"flag": {"metavar": "N"}},
+    )
+    tpm: float | None = Field(
+        None, gt=0, description="at most N tokens per minute (prompt estimated from its length, "
+        "plus max_tokens)",
+        json_schema_extra={"flag": {"metavar": "N"}},
+    )
+    batch: bool = Field(
+        False, description="send the calls through the provider's Batch API in rounds "
+        "(half price; each round can take up to 24 h); answers land in the call cache",
+    )
+    batch_files: Path | None = Field(
+        None, description="write each round of calls to DIR/round-NNN.input.jsonl for an "
+        "offline engine (vLLM's run_batch) and stop; run the same command again once "
+        "DIR/round-NNN.output.jsonl exists",
+        json_schema_extra={"flag": {"metavar": "DIR"}},
+    )
+    batch_max_requests: int = Field(
+        BATCH_MAX_REQUESTS, ge=1, description="requests per batch file (larger rounds are "
+        "split)", json_schema_extra={"flag": {"metavar": "N"}},
+    )
+    batch_max_mb: float = Field(
+        BATCH_MAX_MB, gt=0, description="megabytes per batch file (larger rounds are split)",
+        json_schema_extra={"flag": {"metavar": "MB"}},
+    )
+    batch_poll: float = Field(
+        BATCH_POLL_S, gt=0, description="seconds between two looks at a running batch",
+        json_schema_extra={"flag": {"metavar": "SECONDS"}},
+    )
+    estimate: bool = Field(
+        False, description="print the calls, tokens, cost (live and batch prices) and time "
+        "the command would need, then stop: nothing is called or written",
+    )
+
+    @model_validator(mode="after")
+    def _one_batch_mode(self) -> LLMOptions:
+        if self.batch and self.batch_files is not None:
+            raise ValueError("--batch and --batch-files exclude each other: the Batch API, "
+                             "or files for an offline engine")
+        if (self.batch or self.batch_files is not None) and self.no_cache:
+            raise ValueError("batch answers are kept in the call cache: drop --no-cache")
+        if self.batch and self.llm:
+            raise ValueError("the embedded model has no Batch API: use --batch-files DIR, "
+                             "or drop --llm")
+        return self
 
     @field_validator("llm")
     @classmethod
@@ -107,15 +185,23 @@ class LLMOptions(BaseModel):
         return choice
 
 
-def resolve_settings(options: LLMOptions, default_cache: Path | None) -> LLMSettings:
+def resolve_settings(
+    options: LLMOptions, default_cache: Path | None, progress: bool = True
+) -> LLMSettings:
     """Resolve flags and environment: --llm local wins, then --base-url/$OPENAI_BASE_URL or
     $OPENAI_API_KEY (the OpenAI API), else the embedded model."""
     local: str | None = None
     base_url = options.base_url or os.environ.get("OPENAI_BASE_URL") or None
-    if options.llm:
+    if options.batch_files is not None:
+        # An offline engine answers the files: no endpoint is ever called, nothing starts.
+        local = None
+    elif options.llm:
         local, base_url = local_model_name(options.llm), None
     elif not base_url and not os.environ.get("OPENAI_API_KEY"):
         local = DEFAULT_LOCAL_MODEL
+    batch_mode: BatchMode = (
+        "files" if options.batch_files is not None else "api" if options.batch else "live"
+    )
     return LLMSettings(
         model=options.model,
         base_url=base_url,
@@ -127,4 +213,12 @@ def resolve_settings(options: LLMOptions, default_cache: Path | None) -> LLMSett
         timeout_s=options.timeout or (LOCAL_TIMEOUT_S if local else API_TIMEOUT_S),
         max_retries=options.max_retries,
         prices_path=options.prices,
+        batch_mode=batch_mode,
+        batch_dir=options.batch_files,
+        batch_max_requests=options.batch_max_requests,
+        batch_max_bytes=int(options.batch_max_mb * 1_000_000),
+        batch_poll_s=options.batch_poll,
+        rpm=options.rpm,
+        tpm=options.tpm,
+        progress=progress,
     )

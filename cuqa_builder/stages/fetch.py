@@ -24,8 +24,8 @@ from cuqa_builder.records import PageMeta, Record
 from cuqa_builder.run import MANIFEST, RunContext
 from cuqa_builder.snapshot import (
     SnapshotError,
-    page_filename,
     page_kind,
+    page_path,
     read_page,
     write_meta,
     write_page,
@@ -199,7 +199,7 @@ def _pages_on_disk(pages_dir: Path, wanted: dict[str, int | None]) -> dict[str, 
     """Title -> sidecar of the wanted pages already stored intact (and of the wanted revision)."""
     present: dict[str, PageMeta] = {}
     for title, revid in wanted.items():
-        path = pages_dir / f"{page_filename(title)}.wiki"
+        path = page_path(pages_dir, title)
         if not path.exists():
             continue
         try:

@@ -16,26 +16,42 @@ import asyncio
 import importlib
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 from tqdm import tqdm
 
 from cuqa_builder.generation.algorithm import (
     GenerationError,
     Generator,
+    KnownArticle,
+    Sampling,
     candidate_id,
+    load_templates,
 )
+from cuqa_builder.generation.estimate import plan_easy, plan_hard
 from cuqa_builder.generation.hard import choose_pairs, merge_pair
-from cuqa_builder.jsonio import JsonlAppender, atomic_write_text, read_jsonl, write_jsonl
+from cuqa_builder.generation.yield_report import item_calls
+from cuqa_builder.grounding.article_text import article_text
+from cuqa_builder.grounding.articles import ArticleStore, open_article_store
+from cuqa_builder.grounding.keys import entity_key
+from cuqa_builder.jsonio import (
+    JsonlAppender,
+    atomic_write_text,
+    iter_jsonl,
+    read_jsonl,
+    write_jsonl,
+)
+from cuqa_builder.llm.batch import describe_batches
+from cuqa_builder.llm.estimate import CallPlan, calibration, compare
 from cuqa_builder.llm.gateway import open_gateway
-from cuqa_builder.llm.settings import resolve_settings
+from cuqa_builder.llm.settings import LLMSettings, resolve_settings
 from cuqa_builder.llm.types import GatewayStats
 from cuqa_builder.ner import EntityExtractor
-from cuqa_builder.records import Candidate, Entity, Event
+from cuqa_builder.records import Candidate, Entity, Event, GenerationFailure
 from cuqa_builder.refresh import stale_candidates
 from cuqa_builder.run import (
     CANDIDATES,
@@ -53,16 +69,6 @@ from cuqa_builder.run import (
 EVENTS_PER_CALL_SLOT = 2
 
 
-class GenerationFailure(BaseModel):
-    """One item the last run could not generate; the next run retries it."""
-
-    candidate_id: str
-    event_id: str | None = None
-    sub_items: list[str] = Field(default_factory=list, description="hard items: the pair")
-    step: str
-    reason: str
-
-
 @dataclass
 class Tally:
     selected: int = 0
@@ -77,6 +83,10 @@ class Tally:
     hard_requested: int = 0
     hard_written: int = 0
     hard_failed: int = 0
+    no_article: int = 0  # --known-source wiki: no entity of the event had an article then
+    refused: int = 0  # outputs a step check refused (asked again, or the step failed)
+    repaired: int = 0  # items written after at least one refused output
+    articles: str = ""  # --known-source wiki: what the article lookups did
     reasons: Counter[str] = field(default_factory=Counter)  # "step: reason" of each failure
 
     @property
@@ -88,6 +98,10 @@ class Tally:
         return f"{reason} ({count} of {sum(self.reasons.values())} failures)"
 
     def count(self, item: Candidate) -> None:
+        calls = item_calls(item)
+        refused = sum(call.rejected is not None for call in calls)
+        self.refused += refused
+        self.repaired += refused > 0
         if item.difficulty == "hard":
             self.hard_written += 1
             return
@@ -131,21 +145,64 @@ class PassageEntities:
         self._thread.shutdown(wait=False, cancel_futures=True)
 
 
-def _select_events(ctx: RunContext, events: list[Event], tally: Tally) -> list[Event]:
-    """The first --limit events of the file, minus those Algorithm 1 cannot use."""
+def _known_articles(
+    ctx: RunContext, events: list[Event], tally: Tally
+) -> dict[str, KnownArticle]:
+    """--known-source wiki: every entity's article at the cutoff (looked up once, kept)."""
+    store = open_article_store(ctx)
+    entities = [entity for event in events for entity in event.entities]
+    with tqdm(total=len(entities), desc="articles", unit="entity",
+              disable=ctx.options.quiet or not entities) as bar:
+        counts = store.ensure(entities, progress=bar.update)
+    tally.articles = counts.line()
+    return _passages(store, entities)
+
+
+def _with_a_known_bridge(
+    events: list[Event], known: dict[str, KnownArticle], tally: Tally
+) -> list[Event]:
+    """--known-source wiki: an event none of whose entities had an article at the cutoff has no
+    bridge to ask about (a finding of the lookups, not a failure to retry): it is skipped."""
+    usable = [e for e in events if any(entity_key(x) in known for x in e.entities)]
+    tally.no_article = len(events) - len(usable)
+    return usable
+
+
+def _passages(store: ArticleStore, entities: list[Entity]) -> dict[str, KnownArticle]:
+    known: dict[str, KnownArticle] = {}
+    for entity in entities:
+        lookup = store.lookup(entity)
+        page = store.page(lookup)
+        if lookup is None or page is None:
+            continue
+        text = article_text(page)
+        if text.passage:
+            known[entity_key(entity)] = KnownArticle(
+                passage=text.passage, links=text.lead_links,
+                evidence=store.evidence(lookup, text.lead[:1]),
+            )
+    return known
+
+
+def _usable_events(ctx: RunContext, tally: Tally | None = None) -> Iterator[Event]:
+    """The first --limit events of the file, minus those Algorithm 1 cannot use, read one at a
+    time (a large run's events would not fit in memory as records); `tally` counts them."""
     limit = ctx.options.generate.limit
-    if limit is not None:
-        events = events[:limit]
-    tally.selected = len(events)
-    usable: dict[str, Event] = {}
-    for event in events:
+    seen: set[str] = set()
+    for number, event in enumerate(iter_jsonl(ctx.path(EVENTS), Event)):
+        if limit is not None and number >= limit:
+            return
+        if tally is not None:
+            tally.selected += 1
         if not ctx.window.contains(event.date):
-            tally.outside_window += 1
+            if tally is not None:
+                tally.outside_window += 1
         elif not event.entities:
-            tally.no_entities += 1
-        else:
-            usable.setdefault(event.id, event)
-    return list(usable.values())
+            if tally is not None:
+                tally.no_entities += 1
+        elif event.id not in seen:
+            seen.add(event.id)
+            yield event
 
 
 @dataclass(frozen=True)
@@ -174,8 +231,9 @@ class _Writer:
     def failed(self, job: _Job, error: GenerationError) -> None:
         self.failures.append(GenerationFailure(
             candidate_id=job.candidate_id, event_id=job.event_id, sub_items=list(job.sub_items),
-            step=error.step, reason=error.reason,
+            step=error.step, reason=error.reason, branch=error.branch, calls=error.attempts,
         ))
+        self.tally.refused += sum(call.rejected is not None for call in error.attempts)
         if job.sub_items:
             self.tally.hard_failed += 1
         else:
@@ -188,19 +246,24 @@ class _Writer:
 
 
 async def _run_jobs(
-    ctx: RunContext, desc: str, jobs: list[_Job], writer: _Writer, limit: int,
+    ctx: RunContext, desc: str, jobs: Iterable[_Job], total: int, writer: _Writer, limit: int,
     stats: GatewayStats,
 ) -> None:
-    """Run jobs concurrently, at most `limit` at a time, started in list order."""
-    gate = asyncio.Semaphore(limit)
-    bar = tqdm(total=len(jobs), desc=desc, unit="item", disable=ctx.options.quiet or not jobs)
+    """Run jobs concurrently, at most `limit` at a time, started in list order. `limit`
+    workers take the jobs in turn, so a job takes memory only while it runs (a batch run has
+    tens of thousands in flight and may have many more to do)."""
+    bar = tqdm(total=total, desc=desc, unit="item", disable=ctx.options.quiet or not total)
+    queue = iter(jobs)
+
+    async def worker() -> None:
+        for job in queue:  # one shared iterator: each job is taken once
+            await run_one(job)
 
     async def run_one(job: _Job) -> None:
-        async with gate:
-            try:
-                writer.done(await job.make())
-            except GenerationError as exc:
-                writer.failed(job, exc)
+        try:
+            writer.done(await job.make())
+        except GenerationError as exc:
+            writer.failed(job, exc)
         bar.set_postfix(
             calls=stats.calls, hits=stats.cache_hits,
             tokens=stats.prompt_tokens + stats.completion_tokens, cost=f"${stats.cost:.4f}",
@@ -209,14 +272,12 @@ async def _run_jobs(
         bar.update(1)
 
     with bar:
-        await asyncio.gather(*(run_one(job) for job in jobs))
+        await asyncio.gather(*(worker() for _ in range(min(limit, total))))
 
 
-def _easy_jobs(generator: Generator, events: list[Event]) -> list[_Job]:
-    return [
-        _Job(candidate_id(generator.seed, e.id), partial(generator.easy, e), event_id=e.id)
-        for e in events
-    ]
+def _easy_jobs(generator: Generator, events: Iterable[Event]) -> Iterator[_Job]:
+    for e in events:
+        yield _Job(candidate_id(generator.seed, e.id), partial(generator.easy, e), event_id=e.id)
 
 
 def _hard_jobs(
@@ -249,43 +310,135 @@ def _drop_stale(ctx: RunContext, all_events: list[Event], usable: list[Event]) -
     return sum(1 for c in candidates if c.id in dropped and c.difficulty == "easy")
 
 
-async def _run(ctx: RunContext, tally: Tally) -> tuple[str, GatewayStats]:
-    all_events = read_jsonl(ctx.path(EVENTS), Event)
-    events = _select_events(ctx, all_events, tally)
+class _MadeEvent(BaseModel):
+    id: str
+    text: str
+
+
+class _Made(BaseModel):
+    """What a run needs to know of a candidate already in the file (not all of it: a large
+    run's candidates would not fit in memory)."""
+
+    id: str
+    difficulty: str
+    event: _MadeEvent
+
+
+def _drop_stale_if_any(ctx: RunContext) -> int:
+    """`_drop_stale`, when an easy candidate's event was reworded since it was made (after a
+    refresh): that reads every candidate and event at once, which a large run cannot afford on
+    every run, so a light pass over both files looks first."""
+    texts = {event.id: event.text for event in iter_jsonl(ctx.path(EVENTS), Event)}
+    reworded = any(
+        item.difficulty == "easy" and texts.get(item.event.id, item.event.text) != item.event.text
+        for item in iter_jsonl(ctx.path(CANDIDATES), _Made)
+    )
+    del texts
+    if not reworded:
+        return 0
+    return _drop_stale(ctx, read_jsonl(ctx.path(EVENTS), Event), list(_usable_events(ctx)))
+
+
+def _todo(
+    ctx: RunContext, tally: Tally, drop_stale: bool = True
+) -> tuple[Callable[[], Iterator[Event]], int, int]:
+    """The events still to generate (a function that reads them again, one at a time), how
+    many they are, and how many hard items are in the file already. `drop_stale=False` (an
+    estimate) writes nothing: stale candidates then count as done."""
     seed = ctx.options.generate.seed
-    tally.stale = _drop_stale(ctx, all_events, events)
-    done = {item.id for item in read_jsonl(ctx.path(CANDIDATES), Candidate)}
-    todo = [e for e in events if candidate_id(seed, e.id) not in done]
-    tally.already_done = len(events) - len(todo)
+    if drop_stale:
+        tally.stale = _drop_stale_if_any(ctx)
+    done, hard_done = set(), 0
+    for item in iter_jsonl(ctx.path(CANDIDATES), _Made):
+        done.add(item.id)
+        hard_done += item.difficulty == "hard"
+
+    def todo() -> Iterator[Event]:
+        return (e for e in _usable_events(ctx) if candidate_id(seed, e.id) not in done)
+
+    usable = count = 0
+    for event in _usable_events(ctx, tally):
+        usable += 1
+        count += candidate_id(seed, event.id) not in done
+    tally.already_done = usable - count
     tally.hard_requested = ctx.options.generate.hard
-    settings = resolve_settings(ctx.options.llm, default_cache=ctx.path(LLM_CACHE))
-    in_flight = EVENTS_PER_CALL_SLOT * settings.concurrency
+    return todo, count, hard_done
+
+
+def estimate(ctx: RunContext, settings: LLMSettings, model: str) -> CallPlan:
+    """The calls this stage would make now (`--estimate`; nothing is called or written)."""
+    tally = Tally()
+    todo, _, hard_done = _todo(ctx, tally, drop_stale=False)
+    plan = CallPlan(model, calibration(settings, model))
+    sampling, templates = Sampling(), load_templates()
+    easy = plan_easy(plan, todo(), ctx.options.generate.seed, templates, sampling)
+    easy_made = tally.already_done + easy
+    pairs = min(max(0, ctx.options.generate.hard - hard_done), easy_made // 2)
+    plan_hard(plan, pairs, templates, sampling)
+    if pairs:
+        plan.notes.append(f"hard: {pairs} pairs assumed composable (known once easy items "
+                          "exist)")
+    return plan
+
+
+async def _run(ctx: RunContext, tally: Tally) -> tuple[str, GatewayStats, CallPlan | None]:
+    todo, count, _ = _todo(ctx, tally)
+    seed = ctx.options.generate.seed
+    settings = resolve_settings(ctx.options.llm, default_cache=ctx.path(LLM_CACHE),
+                                progress=not ctx.options.quiet)
+    # The estimate the summary compares with; a --batch-files run is one of several (each
+    # replays the ones before), so its summary reports its own calls only.
+    compared = count and settings.batch_mode != "files"
+    plan = estimate(ctx, settings, settings.model or settings.local or "") if compared else None
+    in_flight = settings.jobs_in_flight(EVENTS_PER_CALL_SLOT)
     find_entities = PassageEntities(ctx.options.source.spacy_model)
     writer = _Writer(ctx, tally)
     try:
+        options = ctx.options.generate
+        known: dict[str, KnownArticle] = {}
+        if options.known_source == "wiki":  # wiki passages: the events are looked up first
+            events = list(todo())
+            known = _known_articles(ctx, events, tally)
+            usable = _with_a_known_bridge(events, known, tally)
+            todo, count = (lambda: iter(usable)), len(usable)
         async with open_gateway(settings) as gateway:
-            generator = Generator(gateway, find_entities, seed=seed, cutoff=ctx.window.label)
+            async def passage_entities(text: str) -> list[Entity]:
+                # spaCy runs in a thread; a batch round waits for it (the ABC question's call).
+                async with gateway.outside_work():
+                    return await find_entities(text)
+
+            generator = Generator(
+                gateway, passage_entities, seed=seed, cutoff=ctx.window.label,
+                attempts=options.attempts, known_source=options.known_source,
+                known_articles=known,
+            )
             save_run_info(ctx.out, generation=GenerationInfo(
                 model=gateway.model, seed=seed, sampling=generator.sampling.model_dump(),
-                prompts=generator.prompt_hashes, hard=ctx.options.generate.hard,
+                prompts=generator.prompt_hashes, hard=options.hard, attempts=options.attempts,
+                known_source=options.known_source,
             ))
-            if todo:
+            if count and not settings.batched and options.known_source == "model":
                 find_entities.start()  # the pipeline loads while the first calls are answered
-            await _run_jobs(ctx, "generate", _easy_jobs(generator, todo), writer, in_flight,
-                            gateway.stats)
+            await _run_jobs(ctx, "generate", _easy_jobs(generator, todo()), count, writer,
+                            in_flight, gateway.stats)
             if ctx.options.generate.hard:
-                entities = {e.id: e.entities for e in all_events}
-                await _run_jobs(ctx, "hard", _hard_jobs(ctx, generator, entities), writer,
-                                in_flight, gateway.stats)
-            return gateway.model, gateway.stats.model_copy()
+                entities = {e.id: e.entities for e in iter_jsonl(ctx.path(EVENTS), Event)}
+                hard = _hard_jobs(ctx, generator, entities)
+                await _run_jobs(ctx, "hard", hard, len(hard), writer, in_flight, gateway.stats)
+            return gateway.model, gateway.stats.model_copy(), plan
     finally:
         writer.close()
         find_entities.close()
 
 
-def _summary(ctx: RunContext, tally: Tally, model: str, stats: GatewayStats, wall: float) -> str:
-    skipped = [f"{n} {why}" for n, why in ((tally.no_entities, "without entities"),
-                                           (tally.outside_window, "outside the window")) if n]
+def _summary(
+    ctx: RunContext, tally: Tally, model: str, stats: GatewayStats, wall: float,
+    plan: CallPlan | None,
+) -> str:
+    skipped = [f"{n} {why}" for n, why in (
+        (tally.no_entities, "without entities"), (tally.outside_window, "outside the window"),
+        (tally.no_article, "without an entity that had an article at the cutoff"),
+    ) if n]
     lines = [
         f"generate: {tally.selected} events"
         + (f" ({', '.join(skipped)} skipped)" if skipped else "")
@@ -301,11 +454,17 @@ def _summary(ctx: RunContext, tally: Tally, model: str, stats: GatewayStats, wal
     if tally.failed or tally.hard_failed:
         lines.append(f"  most common failure: {tally.most_common_failure()}")
         lines.append(f"  failures: {ctx.path(GENERATION_FAILURES)} (run again to retry them)")
+    lines.append(f"  repair (--attempts {ctx.options.generate.attempts}): {tally.refused} outputs "
+                 f"refused by their step check; {tally.repaired} items written after a retry")
+    if tally.articles:
+        lines.append(f"  articles at the cutoff: {tally.articles}")
     lines.append(
         f"  LLM {model}: {stats.calls} calls, {stats.cache_hits} cache hits, "
-        f"{stats.prompt_tokens} tokens in, {stats.completion_tokens} out, ${stats.cost:.4f}; "
-        f"wall {wall:.1f} s -> {ctx.path(CANDIDATES)}"
+        f"{stats.prompt_tokens} tokens in, {stats.completion_tokens} out, ${stats.cost:.4f}"
+        f"{describe_batches(stats)}; wall {wall:.1f} s -> {ctx.path(CANDIDATES)}"
     )
+    if plan is not None:
+        lines.append(compare(plan, stats))
     return "\n".join(lines)
 
 
@@ -317,8 +476,8 @@ def _short(reason: str, limit: int = 160) -> str:
 def run(ctx: RunContext) -> str:
     started = time.perf_counter()
     tally = Tally()
-    model, stats = asyncio.run(_run(ctx, tally))
-    summary = _summary(ctx, tally, model, stats, time.perf_counter() - started)
+    model, stats, plan = asyncio.run(_run(ctx, tally))
+    summary = _summary(ctx, tally, model, stats, time.perf_counter() - started, plan)
     if tally.reasons and not tally.written:  # every item it tried failed: say why, exit 1
         raise NothingProducedError(
             f"no candidate could be made: {tally.failed + tally.hard_failed} failed, most "

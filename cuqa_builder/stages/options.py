@@ -8,6 +8,7 @@ from the fields below) and the stages read nothing else. Kept free of heavy impo
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -66,6 +67,15 @@ class GenerateOptions(StageOptions):
         0, ge=0, description="also merge N pairs of easy items into hard ones",
         json_schema_extra={"flag": {"metavar": "N"}},
     )
+    attempts: int = Field(
+        3, ge=1, description="tries per Algorithm 1 step: an output its step check refuses is "
+        "asked again with a new sampling seed (1: no repair)",
+        json_schema_extra={"flag": {"metavar": "N"}},
+    )
+    known_source: Literal["model", "wiki"] = Field(
+        "model", description="the known passage: the generator's own knowledge (the paper's "
+        "KnownEventsGen) or the lead of the bridge's Wikipedia article at the cutoff",
+    )
 
 
 class ValidateOptions(StageOptions):
@@ -81,6 +91,16 @@ class ValidateOptions(StageOptions):
     )
     judge_model: str | None = Field(
         None, description="LLM judge for probe answers (default: normalised match)"
+    )
+    critic_model: str | None = Field(
+        None, description="critic model judging each item on four criteria (local[:NAME]: an "
+        "embedded model)",
+    )
+    critic_base_url: str | None = Field(
+        None, description="endpoint of the critic model (default: --base-url)"
+    )
+    critic_advisory: bool = Field(
+        False, description="record the critic's verdicts without failing items on them"
     )
 
 

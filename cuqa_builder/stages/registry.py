@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 from cuqa_builder.errors import CuqaError
 from cuqa_builder.run import (
+    ARTICLE_PAGES,
+    ARTICLES,
     CANDIDATES,
     DATASET,
     EVENTS,
@@ -45,6 +47,12 @@ def _generate(ctx: RunContext) -> str:
     from cuqa_builder.stages import generate
 
     return generate.run(ctx)
+
+
+def _ground(ctx: RunContext) -> str:
+    from cuqa_builder.stages import ground
+
+    return ground.run(ctx)
 
 
 def _validate(ctx: RunContext) -> str:
@@ -80,8 +88,10 @@ STAGES: tuple[Stage, ...] = (
           (EVENTS, MANIFEST, REFRESH), _events),
     Stage("generate", "events -> candidates by Algorithm 1", (EVENTS,),
           (CANDIDATES, GENERATION_FAILURES, RUN_INFO), _generate),
-    Stage("validate", "candidates -> verdicts, and the items that passed", (CANDIDATES,),
-          (CANDIDATES, DATASET, RUN_INFO), _validate),
+    Stage("ground", "candidates -> their entities' articles as of the cutoff (evidence)",
+          (CANDIDATES,), (ARTICLES, ARTICLE_PAGES), _ground),
+    Stage("validate", "candidates -> verdicts with evidence, and the items that passed",
+          (CANDIDATES,), (CANDIDATES, DATASET, RUN_INFO), _validate),
     Stage("release", "reviewed items -> OUTPUT_ROOT/NAME/ with card, schema, stats", (DATASET,),
           (), _release),
 )

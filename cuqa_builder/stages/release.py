@@ -52,6 +52,12 @@ from cuqa_builder.validation.checks import describe_checks
 from cuqa_builder.validation.limits import Limits
 from cuqa_builder.window import Window
 
+GROUNDING_SUMMARY = (
+    "the bridge entity had a Wikipedia article at the cutoff",
+    "the known sub-question's answer found in that article (or the known answer's) as of the "
+    "cutoff, with the evidence sentences in `grounding`",
+)
+
 NO_CATEGORY = "(none)"  # year-article events carry no portal category
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -151,7 +157,8 @@ def compute_stats(
         prompts={template: sorted(hashes) for template, hashes in sorted(prompts.items())},
         seed=info.seed,
         validation=info.validation,
-        checks=describe_checks(info.validation.limits if info.validation else Limits()),
+        checks=[*describe_checks(info.validation.limits if info.validation else Limits()),
+                *(GROUNDING_SUMMARY if any(item.grounding for item in items) else ())],
         source_pages=dict(sorted({i.event.source_title: i.event.revid for i in items}.items())),
         failed_automatic_checks=_failed_automatic_checks(ctx, items),
         review=_review_report(ctx),

@@ -1,11 +1,12 @@
 """The validate stage: `candidates.jsonl` -> verdicts on every candidate + `cuqa.jsonl`.
 
-Every candidate keeps its verdict (`validation`: passed, failures with reasons, probe answers)
-in `candidates.jsonl`, rewritten atomically; the ones that passed become the unreviewed items
-of `cuqa.jsonl`. The checks are cheap and simply run again; probe calls go through the gateway's
-cache, so a killed or repeated run asks the target model nothing twice. A candidate whose event
-a refresh reworded or removed fails `event_changed` (and is not probed) until the generate stage
-makes it again.
+Every candidate keeps its verdict (`validation`: passed, failures with reasons, probe answers,
+critic verdicts) and its `grounding` (verdicts with evidence, when the ground stage has stored
+the articles) in `candidates.jsonl`, rewritten atomically; the ones that passed become the
+unreviewed items of `cuqa.jsonl`. The checks are cheap and simply run again; probe and critic
+calls go through the gateway's cache, so a killed or repeated run asks nothing twice. A
+candidate whose event a refresh reworded or removed fails `event_changed` (and is not probed)
+until the generate stage makes it again.
 """
 
 from __future__ import annotations
@@ -14,8 +15,11 @@ import asyncio
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cuqa_builder.annotation.review import ReviewReport
+from cuqa_builder.generation.yield_report import yield_lines
+from cuqa_builder.grounding.verdicts import GROUNDING_CHECKS
 from cuqa_builder.jsonio import iter_jsonl, read_jsonl, write_jsonl
 from cuqa_builder.llm.settings import (
     API_TIMEOUT_S,
@@ -25,13 +29,25 @@ from cuqa_builder.llm.settings import (
     resolve_settings,
 )
 from cuqa_builder.llm.types import GatewayStats
+
+if TYPE_CHECKING:
+    from cuqa_builder.llm.estimate import CallPlan
 from cuqa_builder.prompts import load_prompt
-from cuqa_builder.records import Candidate, CuqaItem, Event
+from cuqa_builder.records import (
+    Candidate,
+    CheckFailure,
+    CuqaItem,
+    Event,
+    GenerationFailure,
+    GroundingVerdict,
+)
 from cuqa_builder.refresh import STALE, stale_candidates
 from cuqa_builder.run import (
+    ARTICLES,
     CANDIDATES,
     DATASET,
     EVENTS,
+    GENERATION_FAILURES,
     LLM_CACHE,
     REVIEW_REPORT,
     RunContext,
@@ -41,10 +57,19 @@ from cuqa_builder.run import (
 )
 from cuqa_builder.stages.options import BuildOptions
 from cuqa_builder.validation.checks import CHECK_NAMES, CheckReport, check_all
+from cuqa_builder.validation.critic import (
+    CRITIC_CHECKS,
+    CRITIC_ERROR,
+    CRITIC_TEMPLATE,
+    Critic,
+    criticise_all,
+    record_critic,
+)
 from cuqa_builder.validation.probes import (
     CLOSED_BOOK,
     PROBE_CHECKS,
     PROBE_ERROR,
+    PROBE_SAMPLING,
     WITH_UNKNOWN_ANSWER,
     Prober,
     probe_all,
@@ -69,6 +94,15 @@ def _with_model(
     return settings.model_copy(update={"model": model})
 
 
+def model_settings(
+    options: BuildOptions, cache: Path, model: str, base_url: str | None
+) -> LLMSettings:
+    """Settings for another model of the validate stage (probe, critic): its own endpoint, else
+    the generation's, with the generation's cache and retries."""
+    base = resolve_settings(options.llm, default_cache=cache)
+    return _with_model(base, model, base_url, options.llm.timeout)
+
+
 def probe_settings(
     options: BuildOptions, cache: Path
 ) -> tuple[LLMSettings, LLMSettings | None]:
@@ -76,8 +110,7 @@ def probe_settings(
     judge's, at the probe's endpoint; None without `--judge-model`."""
     checks, timeout = options.checks, options.llm.timeout
     assert checks.probe_model is not None
-    base = resolve_settings(options.llm, default_cache=cache)
-    probe = _with_model(base, checks.probe_model, checks.probe_base_url, timeout)
+    probe = model_settings(options, cache, checks.probe_model, checks.probe_base_url)
     if not checks.judge_model:
         return probe, None
     return probe, _with_model(probe, checks.judge_model, None, timeout)
@@ -108,6 +141,103 @@ async def _probe(
         return gateway.model, prober.judge_name, gateway.stats
 
 
+# Probe answers are "just a few words"; the judge says Yes or No.
+PROBE_OUT_TOKENS, JUDGE_OUT_TOKENS = 8, 2
+
+
+def estimate(ctx: RunContext, planned_candidates: int = 0) -> list[CallPlan]:
+    """The probes' calls (and the judge's) for the candidates that pass the checks now, plus
+    `planned_candidates` not generated yet; none without --probe-model."""
+    from cuqa_builder.judge import DEFAULT_JUDGE_PROMPT, judge_prompt
+    from cuqa_builder.llm.estimate import CallPlan, calibration
+
+    options = ctx.options
+    if not options.checks.probe_model:
+        return []
+    probe, judging = probe_settings(options, ctx.path(LLM_CACHE))
+    probe_model = probe.model or probe.local or ""
+    plan = CallPlan(probe_model, calibration(probe, probe_model), rounds=1)
+    judge = None
+    if judging is not None:
+        judge_model = judging.model or judging.local or ""
+        judge = plan if judge_model == probe_model else CallPlan(
+            judge_model, calibration(judging, judge_model))
+        judge.rounds = 2
+    candidates = read_jsonl(ctx.path(CANDIDATES), Candidate)
+    report = check_all(candidates, options.checks.limits)
+    asked = [([c.question, *(s.question for s in c.sub_questions if s.kind == "known")],
+              "\n".join(f"{s.question} {s.answer}." for s in c.sub_questions
+                        if s.kind == "unknown"))
+             for c, v in zip(candidates, report.validations, strict=True) if v.passed]
+    if planned_candidates:
+        typical = "x" * plan.calibration.chars(30)
+        asked += [([typical, typical], typical)] * planned_candidates
+        plan.notes.append(f"probes: the {planned_candidates} candidates not generated yet are "
+                          "assumed to pass the checks, with one known sub-question each")
+    closed, given = load_prompt(CLOSED_BOOK), load_prompt(WITH_UNKNOWN_ANSWER)
+    chosen = judge_prompt(DEFAULT_JUDGE_PROMPT)  # the one the probes' judge uses
+    judge_template = load_prompt(chosen.template)
+    answer = "x" * plan.calibration.chars(PROBE_OUT_TOKENS)
+    for questions, facts in asked:
+        prompts = [("closed book", closed.render(question=q)) for q in questions]
+        prompts.append(("with the unknown part",
+                        given.render(question=questions[0], passage=facts)))
+        for step, prompt in prompts:
+            plan.add(f"probe: {step}", len(prompt), int(PROBE_SAMPLING["max_tokens"]),
+                     PROBE_OUT_TOKENS, template=CLOSED_BOOK if step == "closed book"
+                     else WITH_UNKNOWN_ANSWER)
+            if judge is not None:
+                values = {"question": questions[0], "prediction": answer,
+                          chosen.answers_slot: answer}
+                judge.add("judge", len(judge_template.render(**values)), 8, JUDGE_OUT_TOKENS,
+                          template=chosen.template)
+    return [plan] if judge is None or judge is plan else [plan, judge]
+
+
+async def _criticise(
+    options: BuildOptions, cache: Path, candidates: Sequence[Candidate], report: CheckReport
+) -> str:
+    """Ask the critic about the candidates that passed everything else; returns a summary."""
+    from cuqa_builder.llm.gateway import open_gateway
+
+    checks = options.checks
+    assert checks.critic_model is not None
+    indexes = [i for i, v in enumerate(report.validations) if v.passed]
+    settings = model_settings(options, cache, checks.critic_model, checks.critic_base_url)
+    async with open_gateway(settings) as gateway:
+        outcomes = await criticise_all(
+            Critic(gateway), [candidates[i] for i in indexes], progress=not options.quiet
+        )
+        record_critic(report, indexes, outcomes, gateway.model, advisory=checks.critic_advisory)
+        mode = "advisory" if checks.critic_advisory else "failing items"
+        return (f"critic: {len(indexes)} candidates judged by {gateway.model} ({mode}); "
+                f"{gateway.stats.calls} calls, {gateway.stats.cache_hits} from the cache")
+
+
+def _grounding(
+    ctx: RunContext, candidates: Sequence[Candidate]
+) -> tuple[list[list[GroundingVerdict]], str]:
+    """Each candidate's grounding verdicts, from the articles the ground stage stored."""
+    if not ctx.path(ARTICLES).exists():
+        return [[] for _ in candidates], (
+            f"grounding: not checked ({ctx.path(ARTICLES)} is missing: run --stage ground)"
+        )
+    # Imported here: the question analysis loads spaCy, which only grounding needs.
+    from cuqa_builder.grounding.articles import open_article_store
+    from cuqa_builder.grounding.verdicts import Grounder, spacy_analyser
+
+    grounder = Grounder(open_article_store(ctx), ctx.window.cutoff,
+                        spacy_analyser(ctx.options.source.spacy_model))
+    grounder.prepare(candidates)
+    verdicts = [grounder.verdicts(candidate) for candidate in candidates]
+    return verdicts, f"grounding: against the articles at the end of {ctx.window.cutoff}"
+
+
+def _grounding_failures(verdicts: list[GroundingVerdict]) -> list[CheckFailure]:
+    return [CheckFailure(check=v.check, reason=f"{v.item}: {v.reason}" if v.item else v.reason)
+            for v in verdicts if not v.passed]
+
+
 def _count_table(report: CheckReport, names: Sequence[str]) -> list[str]:
     width = max(len(name) for name in names)
     lines = [f"  {'check':<{width}}  {'passed':>7}  {'failed':>7}"]
@@ -132,18 +262,23 @@ def _mark_stale(ctx: RunContext, candidates: list[Candidate], report: CheckRepor
             report.failed[STALE] += 1
 
 
-def _summary(report: CheckReport, passed: int, dataset: str, probes: str | None) -> str:
+def _summary(
+    report: CheckReport, passed: int, dataset: str, extra: list[tuple[str, Sequence[str]]],
+    yield_lines: list[str],
+) -> str:
     total = len(report.validations)
     names = (*CHECK_NAMES, STALE) if report.applied[STALE] else CHECK_NAMES
     lines = [
         f"validate: {passed} of {total} candidates passed, {total - passed} failed {dataset}",
         *_count_table(report, names),
     ]
-    if probes:
-        lines += [probes, *_count_table(report, PROBE_CHECKS)]
-        if errors := report.failed[PROBE_ERROR]:
-            lines.append(f"  {errors} candidates could not be probed: run validate again")
-    return "\n".join(lines)
+    for headline, names in extra:
+        lines += [headline, *(_count_table(report, names) if names else [])]
+    if errors := report.failed[PROBE_ERROR]:
+        lines.append(f"  {errors} candidates could not be probed: run validate again")
+    if errors := report.failed[CRITIC_ERROR]:
+        lines.append(f"  {errors} candidates could not be judged by the critic: run again")
+    return "\n".join([*lines, *yield_lines])
 
 
 def run(ctx: RunContext) -> str:
@@ -151,34 +286,47 @@ def run(ctx: RunContext) -> str:
     candidates = read_jsonl(path, Candidate)
     options = ctx.options
     limits = options.checks.limits
-    report = check_all(candidates, limits)
+    grounding, grounding_line = _grounding(ctx, candidates)
+    report = check_all(candidates, limits, [_grounding_failures(v) for v in grounding])
+    grounded = [v for verdicts in grounding for v in verdicts]
+    report.applied.update(v.check for v in grounded)
+    extra: list[tuple[str, Sequence[str]]] = [
+        (grounding_line, GROUNDING_CHECKS if grounded else ())
+    ]
     _mark_stale(ctx, candidates, report)
     settings = ValidationInfo(limits=limits)
-    probes_line = None
     if options.checks.probe_model:
         model, judge_name, stats = asyncio.run(
             _probe(options, ctx.path(LLM_CACHE), candidates, report)
         )
         probed = report.applied[PROBE_CHECKS[0]] + report.failed[PROBE_ERROR]
-        probes_line = (
+        extra.append((
             f"probes: {probed} candidates asked {model} (judge: {judge_name}); "
-            f"{stats.calls} calls, {stats.cache_hits} from the cache"
-        )
+            f"{stats.calls} calls, {stats.cache_hits} from the cache", PROBE_CHECKS,
+        ))
         prompts = {name: load_prompt(name).sha256 for name in (CLOSED_BOOK, WITH_UNKNOWN_ANSWER)}
         settings = settings.model_copy(
             update={"probe_model": model, "judge": judge_name, "prompts": prompts}
         )
+    if options.checks.critic_model:
+        line = asyncio.run(_criticise(options, ctx.path(LLM_CACHE), candidates, report))
+        extra.append((line, CRITIC_CHECKS))
+        prompts = {**(settings.prompts or {}), CRITIC_TEMPLATE: load_prompt(CRITIC_TEMPLATE).sha256}
+        settings = settings.model_copy(update={"critic_model": options.checks.critic_model,
+                                               "prompts": prompts})
     save_run_info(ctx.out, validation=settings)  # what the release's card reports
     validated = [
-        candidate.model_copy(update={"validation": validation})
-        for candidate, validation in zip(candidates, report.validations, strict=True)
+        candidate.model_copy(update={"validation": validation, "grounding": verdicts})
+        for candidate, validation, verdicts in zip(
+            candidates, report.validations, grounding, strict=True)
     ]
     write_jsonl(path, validated)
     passed = [c.to_item() for c in validated if c.validation and c.validation.passed]
     dataset = _write_dataset(
         ctx.path(DATASET), ctx.path(REVIEW_REPORT), passed, options.force
     )
-    return _summary(report, len(passed), dataset, probes_line)
+    failures = read_jsonl(ctx.path(GENERATION_FAILURES), GenerationFailure)
+    return _summary(report, len(passed), dataset, extra, yield_lines(validated, failures))
 
 
 def _write_dataset(

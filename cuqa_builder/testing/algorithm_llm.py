@@ -27,6 +27,7 @@ ENTITY_POOL = (
     Entity(text="Tidewater Court", label="ORG"),
 )
 PASSAGE_ENTITIES = frozenset({"Marie Curie", "Warsaw", "Poland", "United Nations", "Geneva"})
+_PARTNER_OF = re.compile(r"^Which partner of (.+?) is (known fact \w+\?)$")
 _QUESTIONS = re.compile(
     r"^Question One: (.+?) Question Two: (.+?) Generate a more natural", re.DOTALL
 )
@@ -72,6 +73,9 @@ def algorithm_answer(prompt: str) -> str:
         return f"Question: Which partner of {unknown} is known fact {tag}?"
     if match := _QUESTIONS.search(prompt):
         first, second = match.groups()
+        if bridged := _PARTNER_OF.match(second):  # ABC: the unknown question stands in for it
+            who = first.removeprefix("Which party is behind ").rstrip("?")
+            return f'Merged question: "Which partner of the one behind {who} is {bridged[2]}"'
         return f'Merged question: "{first.rstrip("?")} and {second[0].lower()}{second[1:]}"'
     return "I do not understand."
 

@@ -2,11 +2,14 @@
 
 `MediaWikiServer(pages)` answers `action=query&prop=revisions` on 127.0.0.1, by `titles` (with
 title normalisation, redirects and missing pages) or by `revids` (older revisions are kept when
-a page is edited with `edit`), and `prop=info` by `titles` (each page's `lastrevid`, `touched`
-and `length`, as a refresh re-checks pages). Pages change between two runs with `edit` (a new
-revision, or a new page: a new day) and `delete`. Like the real API it refuses more than 50
-titles or revids, and when `max_revisions_per_reply` is set it answers only part of a batch
-with a `continue` block.
+a page is edited with `edit`, or given as a list of revisions), and `prop=info` by `titles`
+(each page's `lastrevid`, `touched` and `length`, as a refresh re-checks pages). With `rvstart`
+and `rvdir=older` (one title only, like the real API) it serves the revision in force at that
+moment, or the page without revisions when it was created later; `list=search` ranks titles by
+the query's words in title and text. Pages change between two runs with `edit` (a new revision,
+or a new page: a new day) and `delete`. Like the real API it refuses more than 50 titles or
+revids, and when `max_revisions_per_reply` is set it answers only part of a batch with a
+`continue` block.
 
 Every request is recorded (query parameters, headers, arrival time, requests in flight), and
 failures are injected in order with `fail_next(...)`: a maxlag error with Retry-After, a 429
@@ -25,8 +28,10 @@ from urllib.parse import parse_qs, urlsplit
 
 from cuqa_builder.testing.loopback import LoopbackServer, QuietHandler
 
-# wikitext, or (revid, timestamp, wikitext); wikitext None is a revision-deleted (hidden) text
-PageSpec = str | tuple[int, str, str | None]
+# wikitext, or (revid, timestamp, wikitext), or a list of those (oldest first); wikitext None is
+# a revision-deleted (hidden) text
+RevisionSpec = tuple[int, str, str | None]
+PageSpec = str | RevisionSpec | list[RevisionSpec]
 DEFAULT_TIMESTAMP = "2024-01-01T00:00:00Z"
 LIMIT = 50
 PORTAL_NAMESPACE = 100
@@ -108,6 +113,7 @@ class MediaWikiServer(LoopbackServer):
     ) -> None:
         self.revisions: dict[int, Revision] = {}
         self.current: dict[str, int] = {}  # title -> latest revid
+        self.history: dict[str, list[int]] = {}  # title -> revids, oldest first
         self.page_ids: dict[str, int] = {}
         self.redirects = dict(redirects or {})
         self.max_revisions_per_reply = max_revisions_per_reply
@@ -115,10 +121,10 @@ class MediaWikiServer(LoopbackServer):
         self._faults: deque[Fault] = deque()
         super().__init__(self._handler())
         for number, (title, spec) in enumerate(pages.items()):
-            revid, timestamp, text = spec if isinstance(spec, tuple) else (
-                1000 + number, DEFAULT_TIMESTAMP, spec
-            )
-            self._store(Revision(revid, title, timestamp, text))
+            if isinstance(spec, str):
+                spec = (1000 + number, DEFAULT_TIMESTAMP, spec)
+            for revid, timestamp, text in spec if isinstance(spec, list) else [spec]:
+                self._store(Revision(revid, title, timestamp, text))
 
     @property
     def api_url(self) -> str:
@@ -148,6 +154,7 @@ class MediaWikiServer(LoopbackServer):
     def _store(self, revision: Revision) -> None:
         self.revisions[revision.revid] = revision
         self.current[revision.title] = revision.revid
+        self.history.setdefault(revision.title, []).append(revision.revid)
         self.page_ids.setdefault(revision.title, len(self.page_ids) + 1)
 
     # --- answering ----------------------------------------------------------------------
@@ -156,8 +163,16 @@ class MediaWikiServer(LoopbackServer):
         """The JSON a real api.php would send for these parameters (no faults)."""
         if params.get("format") != "json" or params.get("formatversion") != "2":
             return _error("badvalue", "This fake only speaks format=json&formatversion=2.")
+        if params.get("action") == "query" and params.get("list") == "search":
+            with self.lock:
+                return self._search(params)
         if params.get("action") != "query" or params.get("prop") not in ("revisions", "info"):
-            return _error("badvalue", "This fake only answers action=query&prop=revisions|info.")
+            return _error("badvalue", "This fake only answers action=query&prop=revisions|info "
+                          "and list=search.")
+        single = [key for key in ("rvlimit", "rvstart", "rvdir") if key in params]
+        if single and len(params.get("titles", "").split("|")) > 1:
+            return _error("multpages", f"The {', '.join(single)} parameters may only be used on "
+                          "a single page.")
         for key in ("titles", "revids"):
             values = params.get(key, "").split("|") if params.get(key) else []
             if len(values) > LIMIT:
@@ -189,9 +204,9 @@ class MediaWikiServer(LoopbackServer):
     def _by_titles(self, params: dict[str, str]) -> dict[str, Any]:
         query, finals = self._resolve_titles(params)
         units = sorted(
-            (self.page_ids[title], self.revisions[self.current[title]])
+            (self.page_ids[title], self.revisions[revid])
             for title in finals
-            if title in self.current
+            if (revid := self._revision_for(title, params)) is not None
         )
         served, continuation = self._slice(units, params.get("rvcontinue"))
         query["pages"] = [self._page_entry(title, served) for title in finals]
@@ -215,6 +230,33 @@ class MediaWikiServer(LoopbackServer):
         if redirected:
             query["redirects"] = redirected
         return query, finals
+
+    def _revision_for(self, title: str, params: dict[str, str]) -> int | None:
+        """The latest revision, or with `rvstart` (rvdir=older) the last one at or before it."""
+        if title not in self.current:
+            return None
+        start = params.get("rvstart")
+        if start is None or params.get("rvdir", "older") != "older":
+            return self.current[title]
+        before = [r for r in self.history[title] if self.revisions[r].timestamp <= start]
+        return before[-1] if before else None
+
+    def _search(self, params: dict[str, str]) -> dict[str, Any]:
+        """The title equal to the query first, then titles sharing the most query words with
+        their title (counted twice) and text."""
+        query = params.get("srsearch", "").casefold()
+        words = set(query.split())
+        scores = []
+        for title, revid in self.current.items():
+            text = (self.revisions[revid].text or "").casefold()
+            score = sum(2 * (w in title.casefold()) + (w in text) for w in words)
+            score += 100 * (title.casefold() == query)
+            if score:
+                scores.append((-score, title))
+        limit = int(params.get("srlimit", "10"))
+        hits = [{"ns": 0, "title": title} for _, title in sorted(scores)[:limit]]
+        return {"batchcomplete": True, "query": {"searchinfo": {"totalhits": len(scores)},
+                                                 "search": hits}}
 
     def _by_revids(self, params: dict[str, str]) -> dict[str, Any]:
         query: dict[str, Any] = {}

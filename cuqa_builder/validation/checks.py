@@ -18,28 +18,18 @@ from functools import cache
 from cuqa_builder.records import Candidate, CheckFailure, EventRef, Validation, answer_aliases
 from cuqa_builder.text import contains_answer, normalize_answer
 from cuqa_builder.validation.limits import Limits
+from cuqa_builder.validation.near_duplicates import (
+    NEAR_DUPLICATE,
+    SIMILAR,
+    find_near_duplicates,
+    wording_similarity,
+)
+from cuqa_builder.validation.question_form import RESIDUE, SECOND_QUESTION
 from cuqa_builder.window import WindowError, parse_cutoff
 
 # A "?" that ends a sentence: closing quotes/brackets may follow, then the end or a new sentence
 # (a capital, digit or opening quote). A "?" inside a title ("the film Why Not? was") is not one.
 _QUESTION_END = re.compile(r"\?[\"'”’)\]]*(?=\s*$|\s+[^\sa-z])")
-# Labels, instructions and placeholders of the generation prompts (Tables 5-9) that a model may
-# echo into its output, and chat preambles that are not part of a question. One leading \b for
-# all the phrases keeps the search fast (it is tried at word starts only).
-_RESIDUE = re.compile(
-    r"\b(?:question\s+(?:one|two|1|2)\b"
-    r"|(?:merged|combined|final|natural)\s+question\s*:"
-    r"|according\s+to\s+(?:the\s+)?(?:unknown|known)\s+events?\b"
-    r"|generate\s+(?:a|an)\b"
-    r"|to\s+which\s+the\s+answer\s+is\b"
-    r"|contains\s+the\s+terms\b"
-    r"|meets\s+the\s+following\s+conditions\b"
-    r"|here(?:'s|\s+is|\s+are)\s+(?:a|an|the)\b"
-    r"|as\s+an\s+ai\b)"
-    r"|^\s*(?:(?:unknown|known|seen|question|answer)\s*:|(?:sure|certainly|okay)\b)"
-    r"|\{[^{}]*\}",
-    re.IGNORECASE,
-)
 # Markup a plain question or answer never holds: HTML tags, wiki links and templates, bold
 # quotes, character entities, URLs (a pasted page, or a reviewer's edit box gone wrong).
 _MARKUP = re.compile(
@@ -118,6 +108,11 @@ def one_question(candidate: Candidate, limits: Limits) -> CheckFailure | None:
         return CheckFailure(
             check="one_question", reason=f"asks {ends} questions in one: {_quote(question)}"
         )
+    if found := SECOND_QUESTION.search(question):
+        return CheckFailure(
+            check="one_question",
+            reason=f"asks two questions joined by {_quote(found.group(0))}: {_quote(question)}",
+        )
     return None
 
 
@@ -137,7 +132,7 @@ def question_length(candidate: Candidate, limits: Limits) -> CheckFailure | None
 
 
 def template_residue(candidate: Candidate, limits: Limits) -> CheckFailure | None:
-    found = _RESIDUE.search(candidate.question)
+    found = RESIDUE.search(candidate.question)
     if found is None:
         return None
     return CheckFailure(
@@ -166,13 +161,19 @@ def _echo_sources(candidate: Candidate) -> Iterator[tuple[str, str]]:
 
 
 def prompt_echo(candidate: Candidate, limits: Limits) -> CheckFailure | None:
-    # A merge that hands back one of its inputs has dropped the other part: not compositional.
+    # A merge that hands back one of its inputs, even reworded, has dropped the other part.
     question = _duplicate_key(candidate.question)
     for what, text in _echo_sources(candidate):
         if _duplicate_key(text) == question:
             return CheckFailure(
                 check="prompt_echo",
                 reason=f"the question only repeats {what} {_quote(text)} instead of merging",
+            )
+        if (score := wording_similarity(candidate.question, text)) >= SIMILAR:
+            return CheckFailure(
+                check="prompt_echo",
+                reason=f"the question only rewords {what} {_quote(text)} ({score:.0f}% alike) "
+                "instead of merging",
             )
     return None
 
@@ -279,13 +280,14 @@ CHECKS: tuple[Check, ...] = (
     Check(event_after_cutoff, "the event dated after the cutoff", on_edit=False),
 )
 DUPLICATE = "duplicate"
-CHECK_NAMES: tuple[str, ...] = (*(c.name for c in CHECKS), DUPLICATE)
+CHECK_NAMES: tuple[str, ...] = (*(c.name for c in CHECKS), DUPLICATE, NEAR_DUPLICATE)
 
 
 def describe_checks(limits: Limits) -> list[str]:
     """What an item that passed every check satisfies, one phrase per check, in check order."""
     bounds = limits.model_dump()
-    return [*(check.summary.format(**bounds) for check in CHECKS), "no duplicate questions"]
+    return [*(check.summary.format(**bounds) for check in CHECKS), "no duplicate questions",
+            "no near-duplicates (the same event and answer, or a reworded question)"]
 
 
 def find_duplicates(
@@ -334,13 +336,21 @@ def check_edit(candidate: Candidate, limits: Limits) -> list[CheckFailure]:
     return [failure for failure in failures if failure is not None]
 
 
-def check_all(candidates: list[Candidate], limits: Limits) -> CheckReport:
-    """Run every check on every candidate; duplicates last, so a clean copy is the one kept."""
+def check_all(
+    candidates: list[Candidate], limits: Limits, earlier: list[list[CheckFailure]] | None = None
+) -> CheckReport:
+    """Run every check on every candidate; duplicates last, so a clean copy is the one kept.
+    `earlier`: failures found before (grounding), per candidate, counted with the others."""
     applied: Counter[str] = Counter()
     failures = [_run_checks(candidate, limits, applied) for candidate in candidates]
+    if earlier is not None:
+        failures = [[*before, *found] for before, found in zip(earlier, failures, strict=True)]
     for index, failure in find_duplicates(candidates, failures).items():
         failures[index].append(failure)
-    applied[DUPLICATE] = len(candidates)
+    for index, failure in find_near_duplicates(candidates, failures).items():
+        if not any(f.check == DUPLICATE for f in failures[index]):
+            failures[index].append(failure)
+    applied[DUPLICATE] = applied[NEAR_DUPLICATE] = len(candidates)
     failed = Counter(name for found in failures for name in {f.check for f in found})
     validations = [Validation(passed=not found, failures=found) for found in failures]
     return CheckReport(validations=validations, applied=applied, failed=failed)

@@ -13,8 +13,9 @@ model, when the judge says it implies one.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from pydantic import BaseModel
 from tqdm import tqdm
@@ -27,6 +28,8 @@ from cuqa_builder.prompts import load_prompt
 from cuqa_builder.records import Candidate, CheckFailure
 from cuqa_builder.text import contains_answer, normalize_answer
 from cuqa_builder.validation.checks import CheckReport
+
+T = TypeVar("T")
 
 CLOSED_BOOK = "probe_closed_book"
 WITH_UNKNOWN_ANSWER = "probe_with_unknown_answer"
@@ -166,11 +169,20 @@ async def probe_all(
 ) -> list[ProbeResult | LLMError]:
     """Probe every candidate at once (the gateway bounds the calls in flight); a candidate
     whose calls fail for good gets its LLMError instead of a result."""
-    bar = tqdm(total=len(candidates), desc="probes", unit="item", disable=not progress)
+    return await ask_each(candidates, prober.probe, "probes", progress)
 
-    async def one(candidate: Candidate) -> ProbeResult | LLMError:
+
+async def ask_each(
+    candidates: Sequence[Candidate], ask: Callable[[Candidate], Awaitable[T]], desc: str,
+    progress: bool,
+) -> list[T | LLMError]:
+    """`ask` about every candidate at once, with a progress bar; a candidate whose calls fail
+    for good gets its LLMError instead of an answer (the others go on)."""
+    bar = tqdm(total=len(candidates), desc=desc, unit="item", disable=not progress)
+
+    async def one(candidate: Candidate) -> T | LLMError:
         try:
-            return await prober.probe(candidate)
+            return await ask(candidate)
         except LLMError as exc:
             return exc
         finally:

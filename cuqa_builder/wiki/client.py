@@ -62,6 +62,15 @@ class BatchResult:
 
 
 @dataclass(frozen=True)
+class RevisionAt:
+    """The revision of one title in force at a moment: the page, or why there is none."""
+
+    asked: str
+    page: Page | None = None
+    absent: str | None = None  # "page does not exist", "no revision before ...": a finding
+
+
+@dataclass(frozen=True)
 class _Failure:
     reason: str
     retryable: bool
@@ -184,6 +193,41 @@ class MediaWikiClient:
             params = {**_REVISION_PARAMS, "revids": "|".join(str(revid) for _, revid in batch)}
             titles = [title for title, _ in batch]
             yield self._collect(titles, params, _RevisionMatcher(dict(batch)))
+
+    def revision_at(self, title: str, moment: str) -> RevisionAt:
+        """The revision of `title` in force at `moment` (ISO, UTC), redirects followed.
+
+        One title per request: `rvstart` with `rvlimit` only works on a single page. The page
+        keeps the title it has now (where its revision history lives) and, when a redirect led
+        there, the title asked for in `redirect`. Raises WikiError when the request fails.
+        """
+        params = {
+            **_REVISION_PARAMS, "titles": title, "redirects": "1", "rvlimit": "1",
+            "rvdir": "older", "rvstart": moment,
+        }
+        query = self.query(params).get("query", {})
+        matcher = _TitleMatcher([title])
+        matcher.learn(query)
+        if reason := matcher.missing(query).get(title):
+            return RevisionAt(title, absent=reason)
+        for _, revision in matcher.revisions(query):
+            page, problem = _page_from_revision(title, revision)
+            if page is None:
+                raise WikiError(problem, [title])
+            final = matcher.final(title)
+            meta = page.meta.model_copy(update={
+                "title": final, "redirect": title if final != matcher.normalised(title) else None,
+                "kind": "article", "api": self.api_url,
+            })
+            return RevisionAt(title, page=Page(meta=meta, wikitext=page.wikitext))
+        return RevisionAt(title, absent=f"no revision at or before {moment} (created later)")
+
+    def search_title(self, text: str) -> str | None:
+        """The first article title `list=search` finds for `text`, if any."""
+        found = self.query({"list": "search", "srsearch": text, "srlimit": "1",
+                            "srnamespace": "0", "srprop": ""})
+        hits = found.get("query", {}).get("search", [])
+        return str(hits[0]["title"]) if hits else None
 
     def latest_revids(self, titles: Sequence[str]) -> dict[str, int | None]:
         """Each title's latest revision id by `prop=info`, 50 titles per request and no
@@ -355,22 +399,30 @@ class _TitleMatcher:
     def __init__(self, requested: Sequence[str]) -> None:
         self.requested = list(requested)
         self.renamed: dict[str, str] = {}  # from -> to, normalisations and redirects alike
+        self.normalisations: set[str] = set()  # the `from` titles that were only normalised
 
     def learn(self, query: dict[str, Any]) -> None:
         """Take note of title normalisations and redirects."""
         for key in ("normalized", "redirects"):
             for entry in query.get(key, []):
                 self.renamed[entry["from"]] = entry["to"]
+                if key == "normalized":
+                    self.normalisations.add(entry["from"])
 
     def asked_as(self, api_title: str) -> list[str]:
-        return [title for title in self.requested if self._final(title) == api_title]
+        return [title for title in self.requested if self.final(title) == api_title]
 
-    def _final(self, title: str) -> str:
+    def final(self, title: str) -> str:
+        """The title after every normalisation and redirect."""
         seen = {title}
         while title in self.renamed and self.renamed[title] not in seen:
             title = self.renamed[title]
             seen.add(title)
         return title
+
+    def normalised(self, title: str) -> str:
+        """The title after normalisation only (no redirect)."""
+        return self.renamed[title] if title in self.normalisations else title
 
     def missing(self, query: dict[str, Any]) -> dict[str, str]:
         problems: dict[str, str] = {}

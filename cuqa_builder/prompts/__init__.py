@@ -1,4 +1,5 @@
-"""Prompt templates are data: one file each in `prompts/`, worded as the papers' tables.
+"""Prompt templates are data: one file each in this package folder (`cuqa_builder/prompts/`),
+worded as the papers' tables, read through importlib.resources wherever the package lives.
 
 A file may open with a front matter block (between two `---` lines) naming its source; the body
 after it is the template that is sent, and its sha256 is recorded with every call.
@@ -10,23 +11,19 @@ import hashlib
 import string
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
+from importlib import resources
+from importlib.resources.abc import Traversable
 
 from cuqa_builder.errors import CuqaError
-
-_PACKAGE_DIR = Path(__file__).resolve().parent
 
 
 class PromptError(CuqaError, ValueError):
     pass
 
 
-def prompts_dir() -> Path:
-    """`prompts/` ships inside the wheel; in a source checkout it sits beside the package."""
-    for candidate in (_PACKAGE_DIR / "prompts", _PACKAGE_DIR.parent / "prompts"):
-        if candidate.is_dir():
-            return candidate
-    raise PromptError("the prompts/ directory is missing from this installation")
+def prompt_file(name: str) -> Traversable:
+    """The template file `NAME.txt` shipped with the package."""
+    return resources.files(__package__).joinpath(f"{name}.txt")
 
 
 @dataclass(frozen=True)
@@ -60,8 +57,8 @@ def _split_front_matter(raw: str) -> tuple[str, str]:
 
 @cache
 def load_prompt(name: str, expects: frozenset[str] | None = None) -> PromptTemplate:
-    """Load `prompts/NAME.txt`; with `expects`, its placeholders must be exactly those."""
-    path = prompts_dir() / f"{name}.txt"
+    """Load the template `NAME.txt`; with `expects`, its placeholders must be exactly those."""
+    path = prompt_file(name)
     if not path.is_file():
         raise PromptError(f"no prompt template {name!r} (looked for {path})")
     header, body = _split_front_matter(path.read_text(encoding="utf-8"))

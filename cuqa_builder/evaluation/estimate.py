@@ -1,0 +1,112 @@
+"""`cuqa-eval --estimate`: a dry run of the method over the items, planning every call the
+solver makes instead of making it (see `llm/estimate.py` for the method).
+
+The solver runs for real against a stand-in gateway that plans each call (its rendered prompt,
+its max_tokens) and answers with stand-in text: a short answer that ends a method's loop at once
+("So the answer is unknown."), "No" to the judge. So the plan follows each method's shortest
+path; methods that iterate or decompose can make more calls (up to their depth). Retrieval is
+stood in too (`--top-k` passages of an event's length), so no index is built or read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from cuqa_builder.evaluation.datasets import load_items
+from cuqa_builder.judge import DEFAULT_JUDGE_PROMPT, judge
+from cuqa_builder.llm.estimate import CallPlan, calibration, describe
+from cuqa_builder.llm.prices import PriceTable
+from cuqa_builder.llm.settings import LOCAL_SLOTS_MAX, LLMSettings
+from cuqa_builder.llm.types import ChatRequest, ChatResult, TokenLogprob
+from cuqa_builder.retrieval.types import Passage
+from cuqa_builder.solvers import NO_RETRIEVAL, get_solver
+from cuqa_builder.solvers.base import SolverOptions, SolverRun
+
+STAND_IN_ANSWER = "So the answer is unknown."
+ANSWER_TOKENS = 48  # before the cache knows the model: a sentence or two
+PASSAGE_CHARS = 300  # about one event's text with its title
+
+
+@dataclass(frozen=True)
+class EvalCommand:
+    """What an evaluation command was asked (from cuqa-eval's flags)."""
+
+    command: str
+    method: str
+    data: Path
+    split: str | None = None
+    limit: int | None = None
+    aliases: bool = True
+    judge_model: str | None = None
+    judge_prompt: str = DEFAULT_JUDGE_PROMPT
+
+
+class PlanningGateway:
+    """Plans each call in `plan` and answers with stand-in text; calls nothing."""
+
+    def __init__(self, plan: CallPlan) -> None:
+        self.plan = plan
+        self.model = plan.model
+
+    async def chat(self, request: ChatRequest) -> ChatResult:
+        chars = sum(len(m.get("content") or "") for m in request.messages)
+        template = request.template or "chat"
+        out = self.plan.add(template, chars, request.max_tokens or 256, ANSWER_TOKENS)
+        text = "No" if template.startswith("judge") else STAND_IN_ANSWER
+        logprobs = [TokenLogprob(token=t, logprob=-0.1) for t in text.split()] \
+            if request.logprobs else None
+        return ChatResult(text=text, model=self.model, logprobs=logprobs,
+                          completion_tokens=round(out))
+
+
+class StandInRetriever:
+    name = "stand-in"
+
+    def search(self, query: str, k: int) -> list[Passage]:
+        return [Passage(id=f"p{i}", text="x" * PASSAGE_CHARS) for i in range(k)]
+
+
+async def plan_evaluation(
+    asked: EvalCommand, options: SolverOptions, settings: LLMSettings
+) -> list[CallPlan]:
+    model = settings.model or settings.local or "(no --model given)"
+    plan = CallPlan(model, calibration(settings, model))
+    judge_plan = None
+    if asked.judge_model:
+        judge_plan = plan if asked.judge_model == model else CallPlan(
+            asked.judge_model, calibration(settings, asked.judge_model))
+    solver = get_solver(asked.method)
+    retriever = None if asked.method in NO_RETRIEVAL else StandInRetriever()
+    items = load_items(asked.data, split=asked.split, limit=asked.limit, aliases=asked.aliases)
+    for item in items:
+        run = SolverRun(PlanningGateway(plan), retriever, options)
+        answer = (await solver(item.question, run)).strip()
+        plan.rounds = max(plan.rounds, run.llm_calls)
+        if judge_plan is not None:
+            await judge(PlanningGateway(judge_plan), item.question, answer or "x", item.answers,
+                        asked.judge_prompt)
+    plan.notes.append(f"{len(items)} items; each method's shortest path (a model that answers "
+                      "at once): iterating or decomposing methods can call more")
+    if judge_plan is not None and judge_plan is not plan:
+        judge_plan.rounds = 1
+        return [plan, judge_plan]
+    if judge_plan is plan:
+        plan.rounds += 1
+    return [plan]
+
+
+async def estimate_evaluation(
+    asked: EvalCommand, options: SolverOptions, settings: LLMSettings
+) -> str:
+    plans = await plan_evaluation(asked, options, settings)
+    prices = PriceTable.load(settings.prices_path)
+    concurrency = (min(settings.concurrency, LOCAL_SLOTS_MAX) if settings.uses_local_model
+                   else settings.concurrency)
+    lines = [f"estimate for cuqa-eval {asked.command} --method {asked.method} (nothing was "
+             "called or written):"]
+    if asked.command != "run":
+        lines.append(f"  one run of the method over the items; `{asked.command}` makes more "
+                     "(sweep: one per value; gap: the sub-questions too)")
+    lines += [describe(plan, settings, prices, concurrency) for plan in plans]
+    return "\n".join(lines)

@@ -1,0 +1,77 @@
+"""Algorithm 1's calls, planned without making any (for `--estimate`, see `llm/estimate.py`).
+
+Each event's draws (seeded, as in a real run) pick its entity and branch, so the first two
+prompts are exactly those the run will send; the later ones hold stand-in text as long as the
+expected passage and questions. A reply with no usable question is asked once more in a real run;
+the plan counts no such repeat.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from cuqa_builder.generation.algorithm import (
+    KNOWN_EVENTS_GEN,
+    KNOWN_QUESTION_GEN,
+    KNOWN_QUESTION_GEN2,
+    MERGE_QUESTIONS,
+    UNKNOWN_QUESTION_GEN,
+    Sampling,
+    Step,
+    draw,
+)
+from cuqa_builder.llm.estimate import CallPlan
+from cuqa_builder.prompts import PromptTemplate
+from cuqa_builder.records import Event
+
+# Output lengths before the cache knows the model: a question with a short lead-in, and most of
+# a "detailed passage" (its max_tokens is 384).
+QUESTION_TOKENS = 30
+PASSAGE_TOKENS = 300
+# Dependent steps: (unknown question + passage), known question, merge.
+EASY_ROUNDS = 3
+
+
+def _call(plan: CallPlan, templates: dict[str, PromptTemplate], step: Step, max_tokens: int,
+          expected: int, label: str | None = None, **values: str) -> str:
+    """Plan one step's call; returns stand-in text as long as its expected output."""
+    prompt = templates[step.template].render(**values)
+    out = plan.add(label or step.function, len(prompt), max_tokens, expected,
+                   template=step.template)
+    return "x" * plan.calibration.chars(out)
+
+
+def plan_easy(plan: CallPlan, events: Iterable[Event], seed: int,
+              templates: dict[str, PromptTemplate], sampling: Sampling) -> int:
+    """Plan Algorithm 1 for each event (each must have entities); returns how many."""
+    short, long = sampling.question_max_tokens, sampling.passage_max_tokens
+    count = 0
+    for event in events:
+        draws = draw(seed, event.id, len(event.entities))
+        cur = event.entities[draws.cur_index].text
+        unknown = _call(plan, templates, UNKNOWN_QUESTION_GEN, short, QUESTION_TOKENS,
+                        unknown_event=event.text, unknown_entity=cur)
+        passage = _call(plan, templates, KNOWN_EVENTS_GEN, long, PASSAGE_TOKENS, entity=cur)
+        if draws.aab:
+            known = _call(plan, templates, KNOWN_QUESTION_GEN, short, QUESTION_TOKENS,
+                          known_event=passage, entity=cur)
+        else:  # k_ent comes from the passage: stood in by a name as long as cur_ent
+            known = _call(plan, templates, KNOWN_QUESTION_GEN2, short, QUESTION_TOKENS,
+                          known_passage=passage, unknown_entity=cur, known_entity=cur)
+        _call(plan, templates, MERGE_QUESTIONS, short, QUESTION_TOKENS,
+              unknown_question=unknown, known_question=known)
+        count += 1
+    plan.rounds = max(plan.rounds, EASY_ROUNDS if count else 0)
+    return count
+
+
+def plan_hard(plan: CallPlan, pairs: int, templates: dict[str, PromptTemplate],
+              sampling: Sampling) -> None:
+    """`pairs` merges of two easy merged questions (one more round)."""
+    question = "x" * plan.calibration.chars(
+        plan.calibration.tokens_out(MERGE_QUESTIONS.template, QUESTION_TOKENS))
+    for _ in range(pairs):
+        _call(plan, templates, MERGE_QUESTIONS, sampling.question_max_tokens, QUESTION_TOKENS,
+              label="MergeQuestions (hard)", unknown_question=question, known_question=question)
+    if pairs:
+        plan.rounds += 1

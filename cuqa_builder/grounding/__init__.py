@@ -1,0 +1,1 @@
+"""Grounding: the known hop checked against Wikipedia articles as they were at the cutoff."""

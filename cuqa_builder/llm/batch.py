@@ -1,0 +1,518 @@
+"""Batch rounds: many calls answered together, by a provider's Batch API or an offline engine.
+
+In batch mode the gateway does not send a call when it is asked: the caller's coroutine waits on
+a future here. When no new call has come for a moment, every coroutine of the run is waiting on
+an answer (all of Algorithm 1's first step for every event, then the next step, and so on), and
+the waiting calls are flushed as one round. Work that runs off the event loop and leads to a call
+(spaCy on a known passage) says so with `outside_work()`, and the round waits for it.
+
+1. Calls that a batch recorded in the cache already holds (a killed process asked them before)
+   wait for that batch instead of being sent again.
+2. The rest are written as batch input JSONL (`custom_id` = the call's cache key), split at the
+   provider's limits (requests and bytes per file), and submitted: uploaded and created through
+   the Batch API (`--batch`), or left in `DIR/round-NNN.input.jsonl` for an offline engine
+   (`--batch-files DIR`). Each submission and its keys are recorded in the cache first.
+3. Answers (the output file; failures in the error file, or in the output file as vLLM writes
+   them) go into the call cache, and the waiting coroutines go on, asking the next round's calls.
+
+Failed lines are never retried live: a transient failure (429, 5xx, timeout, an expired or
+cancelled batch, a line with no answer) joins the next round, up to `--max-retries` times; a
+refused request (another 4xx) fails at once, like a refused live call. An expired batch thus
+resubmits only what it did not answer. With `--batch-files` the run stops with `Paused` (exit
+75) whenever a round's output file is missing, saying what to run.
+
+This module never imports `openai`: the Batch API is reached through `BatchService`, which
+`gateway.py` implements with the client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import json
+import logging
+import re
+import shlex
+import tempfile
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, Field, ValidationError
+from tqdm import tqdm
+
+from cuqa_builder.errors import Paused
+from cuqa_builder.llm.cache import CallCache, CallRow, Submission, SubmittedRequest
+from cuqa_builder.llm.types import ChatRequest, ChatResult, GatewayStats, LLMError
+
+log = logging.getLogger(__name__)
+
+CHAT_URL = "/v1/chat/completions"
+COMPLETIONS_URL = "/v1/completions"  # with `--api completions`
+# A round is flushed once no new call has arrived for this long (every coroutine is waiting, or
+# busy with work that takes longer; its calls then go into the next round).
+QUIET_S = 0.1
+_SPINS = 8  # event-loop passes without a new call before the quiet wait starts
+FINISHED = frozenset({"completed", "failed", "expired", "cancelled"})
+_TRANSIENT_STATUS = frozenset({408, 409, 429})
+_ROUND_FILE = re.compile(r"^round-(\d+)\.(?:input|output)\.jsonl$")
+
+
+class BatchState(BaseModel):
+    """A batch as the provider reports it (request counts drive the progress bar)."""
+
+    id: str
+    status: str
+    output_file_id: str | None = None
+    error_file_id: str | None = None
+    total: int = 0
+    completed: int = 0
+    failed: int = 0
+    errors: list[str] = Field(default_factory=list)
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED
+
+
+class BatchService(Protocol):
+    """The Files and Batches endpoints, as the gateway reaches them."""
+
+    async def upload(self, path: Path) -> str: ...
+
+    async def create(self, file_id: str) -> BatchState: ...
+
+    async def retrieve(self, batch_id: str) -> BatchState: ...
+
+    async def download(self, file_id: str) -> bytes: ...
+
+
+class AnswerSink(Protocol):
+    """Turns a batch's answer into the result and cache row a live call would have made."""
+
+    def batch_answer(self, submitted: SubmittedRequest, body: dict[str, Any]) -> tuple[
+        ChatResult, CallRow
+    ]: ...
+
+
+class InputLine(BaseModel):
+    """One line of a batch input file (the OpenAI batch format, which vLLM reads too)."""
+
+    custom_id: str
+    method: Literal["POST"] = "POST"
+    url: str = CHAT_URL
+    body: dict[str, Any]
+
+
+class LineResponse(BaseModel):
+    status_code: int = 200
+    request_id: str | None = None
+    body: dict[str, Any] | None = None
+
+
+class OutputLine(BaseModel):
+    """One line of a batch output or error file."""
+
+    id: str | None = None
+    custom_id: str
+    response: LineResponse | None = None
+    error: Any = None
+
+
+@dataclass(slots=True)
+class _Waiting:
+    """A call waiting for its round (kept small: a round holds tens of thousands)."""
+
+    key: str
+    canonical: str
+    request: ChatRequest
+    future: asyncio.Future[ChatResult]
+    failures: int = 0
+
+    @property
+    def submitted(self) -> SubmittedRequest:
+        return SubmittedRequest(key=self.key, request=self.canonical,
+                                template=self.request.template,
+                                template_hash=self.request.template_hash)
+
+
+@dataclass(frozen=True)
+class _Part:
+    path: Path
+    keys: list[str]
+
+
+def _line_failure(line: OutputLine) -> tuple[bool, str] | None:
+    """None for an answer; else (transient?, reason) for a failed line."""
+    response = line.response
+    if line.error is None and response is not None and response.status_code == 200 \
+            and response.body is not None:
+        return None
+    status = response.status_code if response is not None else None
+    error = line.error if isinstance(line.error, dict) else {"message": line.error}
+    code = str(error.get("code") or "")
+    message = str(error.get("message") or (response.body if response else "") or "no answer")
+    transient = (status is None or status in _TRANSIENT_STATUS or status >= 500
+                 or code in {"batch_expired", "batch_cancelled"})
+    return transient, f"{f'HTTP {status}: ' if status else ''}{code + ': ' if code else ''}" \
+                      f"{message[:200]}"
+
+
+def read_output(lines: Iterable[str], source: str) -> Iterator[OutputLine]:
+    """Typed output lines; one that is no batch output line is skipped with a warning (an
+    engine killed mid-line leaves half a line at the end)."""
+    for number, text in enumerate(lines, start=1):
+        if not text.strip():
+            continue
+        try:
+            yield OutputLine.model_validate_json(text)
+        except ValidationError:
+            log.warning("%s:%d: not a batch output line; skipped", source, number)
+
+
+def describe_batches(stats: GatewayStats) -> str:
+    """The batch part of a run's summary ("" for a live run)."""
+    if not stats.rounds:
+        return ""
+    text = f"; {stats.rounds} rounds, {stats.batches} batch files"
+    if stats.batch_failed_lines:
+        text += (f", {stats.batch_failed_lines} failed lines ({stats.batch_retried_lines} "
+                 "asked again in the next round)")
+    return text
+
+
+class Rounds:
+    """Collects the calls waiting for an answer and settles them a round at a time."""
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        cache: CallCache,
+        sink: AnswerSink,
+        body_of: Callable[[ChatRequest], dict[str, Any]],
+        stats: GatewayStats,
+        url: str = CHAT_URL,
+        max_requests: int,
+        max_bytes: int,
+        max_retries: int,
+        service: BatchService | None = None,
+        directory: Path | None = None,
+        poll_s: float = 30.0,
+        progress: bool = True,
+        quiet_s: float = QUIET_S,
+    ) -> None:
+        if (service is None) == (directory is None):
+            raise ValueError("rounds go to a Batch API service or to a directory, not both")
+        self.kind = "api" if service is not None else "files"
+        self._model = model
+        self._cache = cache
+        self._sink = sink
+        self._body_of = body_of  # a call as a batch line's body (what a live call would send)
+        self._url = url
+        self._stats = stats
+        self._max_requests = max_requests
+        self._max_bytes = max_bytes
+        self._max_retries = max_retries
+        self._service = service
+        self._directory = directory
+        self._poll_s = poll_s
+        self._progress = progress
+        self._quiet_s = quiet_s
+        self._waiting: dict[str, _Waiting] = {}
+        self._arrivals = 0
+        self._flusher: asyncio.Task[None] | None = None
+        self._stopped: BaseException | None = None
+        self._outside = 0  # coroutines busy with work off the event loop
+
+    @contextlib.asynccontextmanager
+    async def outside_work(self) -> AsyncIterator[None]:
+        """Around work in a thread whose result leads to a call: the round waits for it."""
+        self._outside += 1
+        try:
+            yield
+        finally:
+            self._outside -= 1
+            self._arrivals += 1  # the quiet period starts again when it ends
+
+    async def ask(
+        self, key: str, canonical: str, request: ChatRequest
+    ) -> ChatResult:
+        """The answer to one call, once its round is settled."""
+        if self._stopped is not None:
+            raise copy.copy(self._stopped)
+        future: asyncio.Future[ChatResult] = asyncio.get_running_loop().create_future()
+        self._waiting[key] = _Waiting(key, canonical, request, future)
+        self._arrivals += 1
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.get_running_loop().create_task(self._flush_rounds())
+        return await future
+
+    async def close(self) -> None:
+        if self._flusher is not None and not self._flusher.done():
+            self._flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._flusher
+
+    # --- rounds ----------------------------------------------------------------------------
+
+    async def _until_quiet(self) -> None:
+        while True:
+            seen = self._arrivals
+            for _ in range(_SPINS):
+                await asyncio.sleep(0)
+            if self._arrivals != seen:
+                continue
+            await asyncio.sleep(self._quiet_s)
+            if self._arrivals == seen and not self._outside:
+                return
+
+    async def _flush_rounds(self) -> None:
+        while self._waiting:
+            await self._until_quiet()
+            waiting, self._waiting = self._waiting, {}
+            self._stats.rounds += 1
+            try:
+                await self._round(waiting)
+            except Paused as pause:
+                self._stopped = pause
+                self._fail(waiting, pause)
+                self._fail(self._waiting, pause)
+                return
+            except LLMError as exc:  # this round could not be sent: its calls fail, not later ones
+                self._fail(waiting, exc)
+            except Exception as exc:  # a bug: nobody may wait for ever
+                self._stopped = exc
+                self._fail(waiting, exc)
+                self._fail(self._waiting, exc)
+                raise
+
+    @staticmethod
+    def _fail(waiting: dict[str, _Waiting], error: BaseException) -> None:
+        for item in waiting.values():
+            if not item.future.done():
+                # A copy each: one exception raised in thousands of coroutines would chain all
+                # their frames into its traceback and keep them alive.
+                item.future.set_exception(copy.copy(error))
+                item.future.exception()  # its caller may be gone already: no warning
+
+    async def _round(self, waiting: dict[str, _Waiting]) -> None:
+        earlier = self._submissions_holding(waiting)
+        if earlier:
+            log.info("%d calls are in %d batches submitted before; waiting for those",
+                     sum(len(keys) for _, keys in earlier), len(earlier))
+            await self._settle([submission for submission, _ in earlier], waiting)
+        rest = [item for key, item in waiting.items() if not item.future.done()
+                and key not in self._waiting]
+        if rest:
+            await self._settle(await self._submit(rest), waiting)
+
+    def _submissions_holding(
+        self, waiting: dict[str, _Waiting]
+    ) -> list[tuple[Submission, set[str]]]:
+        found = []
+        for submission in self._cache.open_batches(self.kind, self._model):
+            keys = self._cache.batch_requests(submission.id).keys() & waiting.keys()
+            if keys:
+                found.append((submission, keys))
+        return found
+
+    # --- writing and submitting ------------------------------------------------------------
+
+    def _parts(self, items: list[_Waiting], path_for: Callable[[int], Path]) -> list[_Part]:
+        """Write the input files, a new one whenever the next line would pass a limit."""
+        parts: list[_Part] = []
+        handle = None
+        size = 0
+        try:
+            for item in items:
+                line = (json.dumps(
+                    {"custom_id": item.key, "method": "POST", "url": self._url,
+                     "body": self._body_of(item.request)}, ensure_ascii=False,
+                    separators=(",", ":"),
+                ) + "\n").encode()
+                if len(line) > self._max_bytes:
+                    raise LLMError(f"{self._model}: one request is {len(line)} bytes, more "
+                                   f"than a batch file may hold ({self._max_bytes})")
+                if handle is None or len(parts[-1].keys) >= self._max_requests \
+                        or size + len(line) > self._max_bytes:
+                    if handle is not None:
+                        handle.close()
+                    path = path_for(len(parts))
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    handle = path.open("wb")
+                    parts.append(_Part(path, []))
+                    size = 0
+                handle.write(line)
+                size += len(line)
+                parts[-1].keys.append(item.key)
+        finally:
+            if handle is not None:
+                handle.close()
+        return parts
+
+    async def _submit(self, items: list[_Waiting]) -> list[Submission]:
+        by_key = {item.key: item for item in items}
+        if self._service is None:
+            return self._write_round_files(items, by_key)
+        submissions = []
+        with tempfile.TemporaryDirectory(prefix="cuqa-batch-") as scratch:
+            for part in self._parts(items, lambda i: Path(scratch) / f"part-{i + 1}.jsonl"):
+                file_id = await self._service.upload(part.path)
+                state = await self._service.create(file_id)
+                submission = Submission(id=state.id, kind="api", model=self._model,
+                                        input=file_id, requests=len(part.keys))
+                # Recorded before any wait: a killed process picks this batch up again.
+                self._cache.open_batch(submission, [by_key[k].submitted for k in part.keys])
+                submissions.append(submission)
+        self._stats.batches += len(submissions)
+        return submissions
+
+    def _write_round_files(
+        self, items: list[_Waiting], by_key: dict[str, _Waiting]
+    ) -> list[Submission]:
+        assert self._directory is not None
+        first = _next_round_number(self._directory)
+        parts = self._parts(
+            items, lambda i: self._directory / f"round-{first + i:03d}.input.jsonl"
+        )
+        submissions = []
+        for part in parts:
+            submission = Submission(id=str(part.path.resolve()), kind="files", model=self._model,
+                                    input=str(part.path), requests=len(part.keys))
+            self._cache.open_batch(submission, [by_key[k].submitted for k in part.keys])
+            submissions.append(submission)
+        self._stats.batches += len(submissions)
+        return submissions
+
+    # --- waiting and reading answers -------------------------------------------------------
+
+    async def _settle(self, submissions: list[Submission], waiting: dict[str, _Waiting]) -> None:
+        if self._service is None:
+            self._settle_files(submissions, waiting)
+            return
+        states = await self._wait_for_batches(submissions)
+        for submission in submissions:
+            state = states[submission.id]
+            if state.status == "failed":
+                reason = "; ".join(state.errors) or "no reason given"
+                self._close(submission, [], waiting,
+                            refused=f"batch {state.id} failed: {reason}")
+                continue
+            lines: list[OutputLine] = []
+            for file_id in (state.output_file_id, state.error_file_id):
+                if file_id:
+                    data = await self._service.download(file_id)
+                    lines += read_output(data.decode().splitlines(), f"batch {state.id}")
+            self._close(submission, lines, waiting, missing=f"batch {state.status}")
+
+    async def _wait_for_batches(self, submissions: list[Submission]) -> dict[str, BatchState]:
+        assert self._service is not None
+        states = {s.id: await self._service.retrieve(s.id) for s in submissions}
+        total = sum(s.requests for s in submissions)
+        with tqdm(total=total, desc=f"batch round {self._stats.rounds}", unit="req",
+                  disable=not self._progress) as bar:
+            while True:
+                bar.n = sum(s.completed + s.failed for s in states.values())
+                bar.set_postfix_str(", ".join(sorted({s.status for s in states.values()})))
+                if all(state.finished for state in states.values()):
+                    return states
+                await asyncio.sleep(self._poll_s)
+                for batch_id, state in states.items():
+                    if not state.finished:
+                        states[batch_id] = await self._service.retrieve(batch_id)
+
+    def _settle_files(self, submissions: list[Submission], waiting: dict[str, _Waiting]) -> None:
+        missing = [s for s in submissions if not _output_path(Path(s.input)).exists()]
+        for submission in submissions:
+            if submission in missing:
+                continue
+            output = _output_path(Path(submission.input))
+            with output.open(encoding="utf-8") as lines:
+                self._close(submission, read_output(lines, str(output)), waiting,
+                            missing=f"no answer in {output.name}")
+        if missing:
+            raise Paused(self._what_to_run(missing))
+
+    def _what_to_run(self, missing: list[Submission]) -> str:
+        commands = "\n".join(
+            "  python -m vllm.entrypoints.openai.run_batch -i "
+            f"{shlex.quote(s.input)} -o {shlex.quote(str(_output_path(Path(s.input))))} "
+            f"--model {shlex.quote(self._model)}"
+            for s in missing
+        )
+        calls = sum(s.requests for s in missing)
+        return (f"waiting for the answers to {calls} calls in {len(missing)} batch file(s); "
+                f"answer them with an offline engine, e.g. vLLM:\n{commands}\n"
+                "then run this command again to read them and go on")
+
+    def _close(
+        self,
+        submission: Submission,
+        lines: Iterable[OutputLine],
+        waiting: dict[str, _Waiting],
+        *,
+        missing: str = "no answer",
+        refused: str | None = None,
+    ) -> None:
+        """Store a finished submission's answers, settle its waiting calls, forget its keys."""
+        submitted = self._cache.batch_requests(submission.id)
+        rows: list[CallRow] = []
+        settled: set[str] = set()
+        for line in lines:
+            request = submitted.get(line.custom_id)
+            if request is None or line.custom_id in settled:
+                continue  # not ours (a hand-written file may hold anything), or a duplicate
+            failure = _line_failure(line)
+            if failure is None:
+                assert line.response is not None and line.response.body is not None
+                try:
+                    result, row = self._sink.batch_answer(request, line.response.body)
+                except (KeyError, IndexError, TypeError, ValueError) as exc:
+                    failure = (True, f"malformed answer ({exc})")
+                else:
+                    rows.append(row)
+                    settled.add(line.custom_id)
+                    self._answer(waiting.get(line.custom_id), result)
+                    continue
+            settled.add(line.custom_id)
+            self._failed(waiting.get(line.custom_id), *failure)
+        for key in submitted.keys() - settled:
+            if refused is not None:
+                self._failed(waiting.get(key), False, refused)
+            else:
+                self._failed(waiting.get(key), True, missing)
+        self._cache.put_many(rows)
+        self._cache.close_batch(submission.id)
+
+    @staticmethod
+    def _answer(item: _Waiting | None, result: ChatResult) -> None:
+        if item is not None and not item.future.done():
+            item.future.set_result(result)
+
+    def _failed(self, item: _Waiting | None, transient: bool, reason: str) -> None:
+        self._stats.batch_failed_lines += 1
+        if item is None or item.future.done():
+            return
+        if transient and item.failures < self._max_retries:
+            item.failures += 1
+            self._stats.batch_retried_lines += 1
+            self._waiting[item.key] = item  # into the next round
+            self._arrivals += 1
+            return
+        self._stats.failures += 1
+        tries = f" after {item.failures + 1} rounds" if transient else ""
+        item.future.set_exception(LLMError(f"{self._model}: batch call failed{tries}: {reason}"))
+        item.future.exception()
+
+
+def _output_path(input_path: Path) -> Path:
+    return input_path.with_name(input_path.name.replace(".input.jsonl", ".output.jsonl"))
+
+
+def _next_round_number(directory: Path) -> int:
+    numbers = [int(m.group(1)) for p in directory.glob("round-*.jsonl")
+               if (m := _ROUND_FILE.match(p.name))]
+    return max(numbers, default=0) + 1

@@ -1,0 +1,217 @@
+"""Know the bill first: calls, tokens, cost and time of a command before it runs (`--estimate`).
+
+A stage plans its calls without making any: the prompts it would send, rendered from the real
+templates and inputs (events, questions), with later steps' inputs (a known passage, a question)
+stood in by text of the expected length. Then, offline:
+
+- **tokens in** = the prompt's characters / characters per token, plus 7 tokens per message (the
+  chat format's overhead). Characters per token is 4.0 (English text in OpenAI's tokenizers)
+  until the call cache holds answered calls of the model: then it is measured on those (the
+  cache's prompts' characters over their prompt tokens, per template when it has 5 calls of
+  it), which calibrates it for any model and tokenizer.
+- **tokens out** = the mean completion of the same template in the cache (5 calls or more), else
+  the planner's default for the step (a question ~30 tokens, a passage ~300); the upper bound
+  assumes every call writes its `max_tokens`.
+- **cost** from the price table (`prices.py`), live and through the Batch API.
+- **time** live = calls x latency / concurrency, or the `--rpm`/`--tpm` pace if slower; latency
+  is the cache's mean for the model, else 0.5 s + 20 ms per output token (2 s + 75 ms per token
+  for the embedded CPU model, which has few slots). In batch mode a step waits for the step
+  before it: the number of rounds, each within the provider's 24 h window.
+
+So a small pilot run (`--limit 20`) before `--estimate` makes the figures the model's own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cuqa_builder.llm.cache import CallCache, CallSample
+from cuqa_builder.llm.prices import PriceTable
+from cuqa_builder.llm.settings import LLMSettings
+from cuqa_builder.llm.types import GatewayStats
+
+CHARS_PER_TOKEN = 4.0
+MESSAGE_OVERHEAD_TOKENS = 7
+MIN_SAMPLES = 5
+API_LATENCY_S, API_S_PER_TOKEN = 0.5, 0.02
+LOCAL_LATENCY_S, LOCAL_S_PER_TOKEN = 2.0, 0.075
+
+
+@dataclass
+class Calibration:
+    """What the cache says about a model: characters per prompt token, mean completion tokens
+    per template, mean latency (defaults when it knows nothing)."""
+
+    chars_per_token: float = CHARS_PER_TOKEN
+    overhead: int = MESSAGE_OVERHEAD_TOKENS
+    out_tokens: dict[str, float] = field(default_factory=dict)
+    template_ratio: dict[str, float] = field(default_factory=dict)  # chars per token
+    latency_s: float | None = None
+    samples: int = 0
+
+    @classmethod
+    def from_cache(cls, cache: CallCache | None, model: str) -> Calibration:
+        samples = cache.samples(model) if cache is not None else []
+        answered = [s for s in samples if s.prompt_tokens > 0]
+        if len(answered) < MIN_SAMPLES:
+            return cls()
+        by_template: dict[str, list[CallSample]] = {}
+        for sample in answered:
+            by_template.setdefault(sample.template or "", []).append(sample)
+        enough = {t: v for t, v in by_template.items() if len(v) >= MIN_SAMPLES}
+        timed = [s.latency_s for s in answered if s.latency_s > 0]
+        return cls(
+            # The measured ratio already holds the chat format's overhead.
+            chars_per_token=sum(s.prompt_chars for s in answered)
+            / sum(s.prompt_tokens for s in answered),
+            overhead=0,
+            out_tokens={t: sum(s.completion_tokens for s in v) / len(v)
+                        for t, v in enough.items()},
+            template_ratio={t: sum(s.prompt_chars for s in v) / sum(s.prompt_tokens for s in v)
+                            for t, v in enough.items()},
+            latency_s=sum(timed) / len(timed) if timed else None,
+            samples=len(answered),
+        )
+
+    def tokens_in(self, prompt_chars: int, template: str | None = None) -> float:
+        """One message's prompt tokens (a template's own ratio when the cache has one)."""
+        ratio = self.template_ratio.get(template or "", self.chars_per_token)
+        return prompt_chars / ratio + self.overhead
+
+    def tokens_out(self, template: str, default: float) -> float:
+        return self.out_tokens.get(template, default)
+
+    def chars(self, tokens: float) -> int:
+        """Text of about `tokens` tokens, in characters (to stand in for a step's output)."""
+        return round(tokens * self.chars_per_token)
+
+
+def calibration(settings: LLMSettings, model: str) -> Calibration:
+    """The calibration for `model` from the settings' cache file (defaults without one: none
+    is created)."""
+    path = settings.cache_path
+    if path is None or not path.exists():
+        return Calibration()
+    cache = CallCache(path)
+    try:
+        return Calibration.from_cache(cache, model)
+    finally:
+        cache.close()
+
+
+@dataclass
+class StepPlan:
+    calls: int = 0
+    tokens_in: float = 0.0
+    tokens_out: float = 0.0
+    max_out: int = 0
+
+
+@dataclass
+class CallPlan:
+    """The calls one model would get from one command, by step (template)."""
+
+    model: str
+    calibration: Calibration
+    steps: dict[str, StepPlan] = field(default_factory=dict)
+    rounds: int = 0  # dependent steps: batch rounds
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, step: str, prompt_chars: int, max_tokens: int, expected_out: float,
+            template: str | None = None) -> float:
+        """Plan one call; returns its expected output tokens (for later steps' inputs)."""
+        planned = self.steps.setdefault(step, StepPlan())
+        out = self.calibration.tokens_out(template or step, expected_out)
+        planned.calls += 1
+        planned.tokens_in += self.calibration.tokens_in(prompt_chars, template or step)
+        planned.tokens_out += min(out, max_tokens)
+        planned.max_out += max_tokens
+        return min(out, max_tokens)
+
+    @property
+    def calls(self) -> int:
+        return sum(s.calls for s in self.steps.values())
+
+    @property
+    def tokens_in(self) -> int:
+        return round(sum(s.tokens_in for s in self.steps.values()))
+
+    @property
+    def tokens_out(self) -> int:
+        return round(sum(s.tokens_out for s in self.steps.values()))
+
+
+def _latency_s(plan: CallPlan, settings: LLMSettings) -> float:
+    if plan.calibration.latency_s is not None:
+        return plan.calibration.latency_s
+    out_per_call = plan.tokens_out / max(plan.calls, 1)
+    if settings.uses_local_model:
+        return LOCAL_LATENCY_S + LOCAL_S_PER_TOKEN * out_per_call
+    return API_LATENCY_S + API_S_PER_TOKEN * out_per_call
+
+
+def live_seconds(plan: CallPlan, settings: LLMSettings, concurrency: int) -> tuple[float, str]:
+    """Wall time of the calls made live, and what bounds it."""
+    bounds = [(plan.calls * _latency_s(plan, settings) / concurrency,
+               f"concurrency {concurrency}")]
+    if settings.rpm:
+        bounds.append((plan.calls / settings.rpm * 60, f"--rpm {settings.rpm:g}"))
+    if settings.tpm:
+        bounds.append(((plan.tokens_in + plan.tokens_out) / settings.tpm * 60,
+                       f"--tpm {settings.tpm:g}"))
+    return max(bounds)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def describe(plan: CallPlan, settings: LLMSettings, prices: PriceTable, concurrency: int) -> str:
+    """The estimate for one model, as a table and three lines."""
+    calibration = plan.calibration
+    source = (f"calibrated on {calibration.samples} cached calls: "
+              f"{calibration.chars_per_token:.2f} characters per token"
+              if calibration.samples else
+              f"no cached calls of this model: {CHARS_PER_TOKEN:g} characters per token and "
+              "default output lengths")
+    width = max([len("total"), *(len(name) for name in plan.steps)])
+    lines = [f"model {plan.model} ({source})",
+             f"  {'step':<{width}}  {'calls':>9}  {'tokens in':>12}  {'tokens out':>12}  "
+             f"{'(at most)':>12}"]
+    for name, step in plan.steps.items():
+        lines.append(f"  {name:<{width}}  {step.calls:>9,}  {round(step.tokens_in):>12,}  "
+                     f"{round(step.tokens_out):>12,}  {step.max_out:>12,}")
+    max_out = sum(s.max_out for s in plan.steps.values())
+    lines.append(f"  {'total':<{width}}  {plan.calls:>9,}  {plan.tokens_in:>12,}  "
+                 f"{plan.tokens_out:>12,}  {max_out:>12,}")
+    price = prices.price(plan.model)
+    if price is None:
+        lines.append(f"  cost: unknown (no price for {plan.model!r}; add it with --prices FILE)")
+    else:
+        live = prices.cost(plan.model, plan.tokens_in, plan.tokens_out)
+        batch = prices.cost(plan.model, plan.tokens_in, plan.tokens_out, batch=True)
+        most = prices.cost(plan.model, plan.tokens_in, max_out)
+        lines.append(f"  cost: ${live:,.4f} live (at most ${most:,.4f}), ${batch:,.4f} through "
+                     f"the Batch API (USD per 1M tokens in/out: {price.input:g}/"
+                     f"{price.output:g} live, {price.per_million(True)[0]:g}/"
+                     f"{price.per_million(True)[1]:g} batch)")
+    seconds, bound = live_seconds(plan, settings, concurrency)
+    lines.append(f"  time: about {_duration(seconds)} live (bound by {bound}); in batch mode "
+                 f"{plan.rounds} round(s), each answered within the provider's 24 h window")
+    lines += [f"  note: {note}" for note in plan.notes]
+    return "\n".join(lines)
+
+
+def compare(plan: CallPlan, stats: GatewayStats) -> str:
+    """One line: what was estimated before the run against what it spent."""
+    def change(spent: int, planned: int) -> str:
+        return f"{100 * (spent - planned) / planned:+.0f}%" if planned else "n/a"
+
+    return (f"  estimate {plan.calls} calls, {plan.tokens_in} tokens in, {plan.tokens_out} out; "
+            f"spent {stats.calls} calls ({stats.cache_hits} cache hits), "
+            f"{stats.prompt_tokens} in ({change(stats.prompt_tokens, plan.tokens_in)}), "
+            f"{stats.completion_tokens} out ({change(stats.completion_tokens, plan.tokens_out)})")

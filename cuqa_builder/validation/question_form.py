@@ -1,0 +1,44 @@
+"""What a generated question must not look like, shared by the validators and by generation's
+step checks (so a bad output is asked again at once instead of failing validation later)."""
+
+from __future__ import annotations
+
+import re
+
+# Labels, instructions and placeholders of the generation prompts (Tables 5-9) that a model may
+# echo into its output, and chat preambles that are not part of a question. One leading \b for
+# all the phrases keeps the search fast (it is tried at word starts only).
+RESIDUE = re.compile(
+    r"\b(?:question\s+(?:one|two|1|2)\b"
+    r"|(?:merged|combined|final|natural)\s+question\s*:"
+    r"|according\s+to\s+(?:the\s+)?(?:unknown|known)\s+events?\b"
+    r"|the\s+(?:event|passage|text)\s+(?:described|above|given|mentioned)\b"
+    r"|the\s+(?:unknown|known|given|above)\s+(?:event|passage)\b"
+    r"|generate\s+(?:a|an)\b"
+    r"|to\s+which\s+the\s+answer\s+is\b"
+    r"|contains\s+the\s+terms\b"
+    r"|meets\s+the\s+following\s+conditions\b"
+    r"|here(?:'s|\s+is|\s+are)\s+(?:a|an|the)\b"
+    r"|as\s+an\s+ai\b)"
+    r"|^\s*(?:(?:unknown|known|seen|question|answer)\s*:|(?:sure|certainly|okay)\b)"
+    r"|\{[^{}]*\}",
+    re.IGNORECASE,
+)
+# A second interrogative clause glued on with "and" ("..., and who is the queen consort?"): two
+# questions in one. A bare "and which" is left alone (often a relative clause); after a comma
+# it starts a second question.
+SECOND_QUESTION = re.compile(
+    r"\band\s+(?:what|who|whom|where|when|how|why)\s+(?:is|was|are|were|did|does|do|will|would"
+    r"|can|could|has|have|had)\b"
+    r"|,\s*and\s+(?:which|what|who)\b",
+    re.IGNORECASE,
+)
+
+
+def form_problem(question: str) -> str | None:
+    """Why a question reads wrong (prompt residue, two questions in one), or None."""
+    if found := RESIDUE.search(question):
+        return f"prompt text or a placeholder left in the question: {found.group(0)!r}"
+    if found := SECOND_QUESTION.search(question):
+        return f"two questions joined by {found.group(0)!r}"
+    return None

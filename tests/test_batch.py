@@ -1,0 +1,296 @@
+"""Batch mode: the Batch API (against a loopback stand-in of the Files and Batches endpoints,
+through the real `openai` client) and batch files for an offline engine."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cuqa_builder.cli.build import main
+from cuqa_builder.jsonio import read_jsonl, write_jsonl
+from cuqa_builder.llm.cache import CallCache
+from cuqa_builder.records import Candidate
+from cuqa_builder.run import GENERATION_FAILURES
+from cuqa_builder.stages.generate import GenerationFailure
+from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events
+from cuqa_builder.testing.batch_server import ScriptedBatches, answer_batch_file
+from cuqa_builder.testing.openai_server import Reply, ScriptedLLM, last_user_message
+
+REPO = Path(__file__).resolve().parents[1]
+EVENTS = 12
+PAUSED = 75
+
+
+@pytest.fixture(autouse=True)
+def _api_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-dummy")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+
+
+def _args(out: Path, base_url: str, *extra: str) -> list[str]:
+    return ["--out", str(out), "--cutoff", "2023-04", "--stage", "generate", "-q",
+            "--base-url", base_url, "--model", "scripted", "--concurrency", "4", *extra]
+
+
+def _batch_args(out: Path, server: ScriptedBatches, *extra: str) -> list[str]:
+    return _args(out, server.base_url, "--batch", "--batch-poll", "0.01", *extra)
+
+
+def _candidates(out: Path) -> dict[str, dict[str, Any]]:
+    return {c.id: c.model_dump(mode="json") for c in read_jsonl(out / "candidates.jsonl",
+                                                                 Candidate)}
+
+
+def _cached_calls(out: Path) -> int:
+    cache = CallCache(out / "llm-cache.sqlite")
+    try:
+        return cache.summary().calls
+    finally:
+        cache.close()
+
+
+@pytest.fixture(scope="module")
+def live_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], int]:
+    """The candidates of a live run on the scripted model, and the calls it paid for."""
+    out = tmp_path_factory.mktemp("live")
+    write_jsonl(out / "events.jsonl", make_events(EVENTS))
+    os.environ.setdefault("OPENAI_API_KEY", "sk-test-dummy")
+    with ScriptedLLM(AlgorithmResponder()) as llm:
+        assert main(_args(out, llm.base_url, "--hard", "2")) == 0
+        return _candidates(out), llm.calls
+
+
+def _fresh(tmp_path: Path, name: str = "run") -> Path:
+    out = tmp_path / name
+    write_jsonl(out / "events.jsonl", make_events(EVENTS))
+    return out
+
+
+def test_batch_run_gives_the_live_candidates_paying_once_per_request(
+    tmp_path: Path, live_run: tuple[dict[str, Any], int], capsys: pytest.CaptureFixture[str],
+) -> None:
+    live, live_calls = live_run
+    out = _fresh(tmp_path)
+    with ScriptedBatches(AlgorithmResponder()) as server:
+        assert main(_batch_args(out, server, "--hard", "2")) == 0
+    assert _candidates(out) == live
+    assert server.calls == 0  # nothing went to the live endpoint
+    uploaded = server.uploaded_ids()
+    assert len(uploaded) == len(set(uploaded)) == server.lines_answered == live_calls
+    assert _cached_calls(out) == live_calls
+    creates = server.log.count("POST /v1/batches")
+    # Algorithm 1's steps: unknown question + passage, known question, merge; then hard merges.
+    assert creates == 4
+    summary = capsys.readouterr().out
+    assert f"{live_calls} calls, 0 cache hits" in summary
+    assert "4 rounds, 4 batch files" in summary
+
+
+def test_rounds_are_split_at_the_request_and_byte_limits(
+    tmp_path: Path, live_run: tuple[dict[str, Any], int], capsys: pytest.CaptureFixture[str],
+) -> None:
+    live, _ = live_run
+    out = _fresh(tmp_path)
+    with ScriptedBatches(AlgorithmResponder()) as server:
+        assert main(_batch_args(out, server, "--hard", "2", "--batch-max-requests", "8",
+                                "--batch-max-mb", "0.003")) == 0
+    inputs = [data for name, data in server.files.values() if name != "output"]
+    assert max(len(d.splitlines()) for d in inputs) <= 8
+    assert max(len(d) for d in inputs) <= 3000
+    # Lines are 300-560 bytes: the byte limit cuts some files before their 8th line.
+    assert any(len(d.splitlines()) < 8 and len(d) > 2400 for d in inputs)
+    assert _candidates(out) == live
+    rounds = int(capsys.readouterr().out.split(" rounds, ")[0].rsplit("; ", 1)[1])
+    assert len(inputs) > rounds
+
+
+class FailOnce:
+    """Answer like the scripted model, but the first request holding `marker` gets `reply`."""
+
+    def __init__(self, marker: str, reply: Reply) -> None:
+        self.inner = AlgorithmResponder()
+        self.marker = marker
+        self.reply = reply
+        self.failed = 0
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        if self.marker in last_user_message(body) and not self.failed:
+            self.failed += 1
+            return self.reply
+        return self.inner(body)
+
+
+def test_a_failed_line_is_asked_again_in_the_next_round(
+    tmp_path: Path, live_run: tuple[dict[str, Any], int], capsys: pytest.CaptureFixture[str],
+) -> None:
+    live, live_calls = live_run
+    out = _fresh(tmp_path)
+    flaky = FailOnce("Generate a detailed passage", Reply(status=500, text="overloaded"))
+    with ScriptedBatches(flaky) as server:
+        assert main(_batch_args(out, server, "--hard", "2")) == 0
+    assert flaky.failed == 1 and _candidates(out) == live
+    uploaded = server.uploaded_ids()
+    assert len(uploaded) == live_calls + 1 and len(set(uploaded)) == live_calls
+    assert server.calls == 0  # retried in a round, never live
+    assert "1 failed lines (1 asked again in the next round)" in capsys.readouterr().out
+
+
+def test_a_refused_line_fails_its_item_at_once(tmp_path: Path) -> None:
+    out = _fresh(tmp_path)
+    refusing = FailOnce("Generate a detailed passage", Reply(status=400, text="bad request"))
+    with ScriptedBatches(refusing) as server:
+        assert main(_batch_args(out, server)) == 0
+    failures = read_jsonl(out / GENERATION_FAILURES, GenerationFailure)
+    assert len(failures) == 1 and "HTTP 400" in failures[0].reason
+    assert len(_candidates(out)) == EVENTS - 1
+    assert len(server.uploaded_ids()) == len(set(server.uploaded_ids()))
+
+
+def test_an_expired_batch_resubmits_only_what_it_did_not_answer(
+    tmp_path: Path, live_run: tuple[dict[str, Any], int],
+) -> None:
+    live, live_calls = live_run
+    out = _fresh(tmp_path)
+    with ScriptedBatches(AlgorithmResponder()) as server:
+        server.plan.expire_after = 7  # the first batch answers 7 of its 24 lines, then expires
+        first = server._create  # only the first batch expires
+
+        def create_then_plain(body: dict[str, Any]) -> dict[str, Any]:
+            created = first(body)
+            server.plan.expire_after = None
+            return created
+
+        server._create = create_then_plain  # type: ignore[method-assign]
+        assert main(_batch_args(out, server, "--hard", "2")) == 0
+    statuses = [b.status for b in server.batches.values()]
+    assert statuses[0] == "expired" and set(statuses[1:]) == {"completed"}
+    uploaded = server.uploaded_ids()
+    assert len(uploaded) == live_calls + 2 * EVENTS - 7  # the 17 unanswered, once more
+    assert server.lines_answered == live_calls and _candidates(out) == live
+
+
+def test_a_batch_that_fails_validation_fails_its_items(tmp_path: Path) -> None:
+    out = _fresh(tmp_path)
+    with ScriptedBatches(AlgorithmResponder()) as server:
+        server.plan.fail_validation = "the model does not exist"
+        assert main(_batch_args(out, server)) == 1  # no candidate could be made
+    failures = read_jsonl(out / GENERATION_FAILURES, GenerationFailure)
+    assert len(failures) == EVENTS
+    assert all("batch_1 failed" in f.reason and "does not exist" in f.reason for f in failures)
+    assert server.lines_answered == 0
+
+
+def test_a_killed_process_picks_up_its_running_batch_without_paying_again(
+    tmp_path: Path, live_run: tuple[dict[str, Any], int],
+) -> None:
+    live, live_calls = live_run
+    out = _fresh(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_BASE_URL"}
+    env.update(OPENAI_API_KEY="sk-test-dummy", PYTHONPATH=str(REPO))
+    with ScriptedBatches(AlgorithmResponder()) as server:
+        server.hold()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "cuqa_builder.cli.build",
+             *_batch_args(out, server, "--hard", "2")],
+            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            # Two looks at the batch: it is in_progress and the client is polling it.
+            while sum(e.startswith("GET /v1/batches/") for e in server.log) < 2:
+                assert process.poll() is None and time.monotonic() < deadline
+                time.sleep(0.02)
+        finally:
+            process.send_signal(signal.SIGKILL)
+            process.wait(timeout=30)
+        assert server.batches["batch_1"].status == "in_progress"
+        log_before = len(server.log)
+        server.release()
+        assert main(_batch_args(out, server, "--hard", "2")) == 0
+    resumed = server.log[log_before:]
+    assert resumed[0] == "GET /v1/batches/batch_1"  # the running batch, before any upload
+    uploaded = server.uploaded_ids()
+    assert len(uploaded) == len(set(uploaded)) == server.lines_answered == live_calls
+    assert _candidates(out) == live
+
+
+# --- batch files for an offline engine ------------------------------------------------------
+
+
+def _files_args(out: Path, directory: Path, *extra: str) -> list[str]:
+    return ["--out", str(out), "--cutoff", "2023-04", "--stage", "generate", "-q",
+            "--model", "Qwen/Qwen2.5-7B-Instruct", "--batch-files", str(directory), *extra]
+
+
+def test_batch_file_rounds_stop_and_go_on_with_each_output_file(
+    tmp_path: Path, live_run: tuple[dict[str, Any], int], capsys: pytest.CaptureFixture[str],
+) -> None:
+    live, live_calls = live_run
+    out, rounds = _fresh(tmp_path), tmp_path / "rounds"
+    engine = AlgorithmResponder()
+    for number in range(1, 10):
+        status = main(_files_args(out, rounds, "--hard", "2"))
+        if status == 0:
+            break
+        assert status == PAUSED
+        message = capsys.readouterr().err
+        source = rounds / f"round-{number:03d}.input.jsonl"
+        target = rounds / f"round-{number:03d}.output.jsonl"
+        assert (f"python -m vllm.entrypoints.openai.run_batch -i {source} -o {target} "
+                "--model Qwen/Qwen2.5-7B-Instruct") in message
+        assert main(_files_args(out, rounds, "--hard", "2")) == PAUSED  # no output yet
+        assert not (rounds / f"round-{number + 1:03d}.input.jsonl").exists()
+        capsys.readouterr()
+        lines = source.read_text().splitlines()
+        assert all(json.loads(line)["body"]["model"] == "Qwen/Qwen2.5-7B-Instruct"
+                   for line in lines)
+        target.write_text("\n".join(answer_batch_file(lines, engine)) + "\n")
+    assert status == 0 and number == 5
+    # The scripted model counts words as tokens: the same answers, so the same candidates
+    # except for the model's name.
+    renamed = {k: json.loads(json.dumps(v).replace("Qwen/Qwen2.5-7B-Instruct", "scripted"))
+               for k, v in _candidates(out).items()}
+    assert renamed == live
+    assert _cached_calls(out) == live_calls
+
+
+def test_hand_written_output_lines_are_read_failed_ones_asked_again(tmp_path: Path) -> None:
+    out, rounds = _fresh(tmp_path), tmp_path / "rounds"
+    write_jsonl(out / "events.jsonl", make_events(1))
+    assert main(_files_args(out, rounds)) == PAUSED
+    first = [json.loads(line) for line in
+             (rounds / "round-001.input.jsonl").read_text().splitlines()]
+    assert len(first) == 2
+    passage, question = sorted(first, key=lambda line: "passage" not in str(line["body"]))
+    answer = {"choices": [{"index": 0, "finish_reason": "stop", "message": {
+        "role": "assistant", "content": "Which council met on day zero of the summit?"}}],
+        "usage": {"prompt_tokens": 40, "completion_tokens": 9}}
+    (rounds / "round-001.output.jsonl").write_text(
+        json.dumps({"id": "vllm-1", "custom_id": question["custom_id"], "response": {
+            "status_code": 200, "request_id": "r1", "body": answer}, "error": None}) + "\n"
+        + json.dumps({"id": "vllm-2", "custom_id": passage["custom_id"], "response": {
+            "status_code": 500, "request_id": "r2", "body": None}, "error": "out of memory"})
+        + "\n"
+        + json.dumps({"id": "vllm-3", "custom_id": "not-ours", "response": None,
+                      "error": None}) + "\n"
+    )
+    assert main(_files_args(out, rounds)) == PAUSED
+    second = [json.loads(line) for line in
+              (rounds / "round-002.input.jsonl").read_text().splitlines()]
+    assert [line["custom_id"] for line in second] == [passage["custom_id"]]
+    cache = CallCache(out / "llm-cache.sqlite")
+    try:
+        row = cache.get(question["custom_id"])
+        assert row is not None and row.prompt_tokens == 40 and row.template == (
+            "unknown_question_gen")
+        assert row.response["choices"][0]["message"]["content"].startswith("Which council")
+    finally:
+        cache.close()

@@ -1,0 +1,115 @@
+"""`--estimate`: calls, tokens, cost and time before a run, nothing called or written; checked
+against what the scripted model's run then spends."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from cuqa_builder.cli.build import main as build
+from cuqa_builder.cli.evaluate import main as evaluate
+from cuqa_builder.jsonio import write_jsonl
+from cuqa_builder.llm.prices import PriceTable
+from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events
+from cuqa_builder.testing.openai_server import ScriptedLLM
+
+EVENTS = 100
+
+
+@pytest.fixture(autouse=True)
+def _api_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-dummy")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+
+
+def _generate(out: Path, llm: ScriptedLLM, *extra: str) -> int:
+    return build(["--out", str(out), "--cutoff", "2023-04", "--stage", "generate", "-q",
+                  "--base-url", llm.base_url, "--model", "scripted", *extra])
+
+
+def _totals(text: str) -> tuple[int, int, int]:
+    """(calls, tokens in, tokens out) of the estimate's total row."""
+    row = re.search(r"^\s+total\s+([\d,]+)\s+([\d,]+)\s+([\d,]+)", text, re.MULTILINE)
+    assert row is not None, text
+    calls, tokens_in, tokens_out = (int(g.replace(",", "")) for g in row.groups())
+    return calls, tokens_in, tokens_out
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def test_estimate_calls_nothing_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_jsonl(tmp_path / "events.jsonl", make_events(10))
+    before = _files(tmp_path)
+    with ScriptedLLM(AlgorithmResponder()) as llm:
+        assert _generate(tmp_path, llm, "--estimate", "--hard", "2") == 0
+        assert build(["--out", str(tmp_path), "--cutoff", "2023-04", "--stage", "all",
+                      "--source", str(tmp_path), "--base-url", llm.base_url, "--model",
+                      "gpt-4o-mini", "--probe-model", "gpt-4o", "--estimate"]) == 0
+    assert llm.calls == 0 and _files(tmp_path) == before
+    text = capsys.readouterr().out
+    assert "nothing was called or written" in text
+    assert "UnknownQuestionGen" in text and "MergeQuestions (hard)" in text
+    assert _totals(text)[0] == 4 * 10 + 2
+    assert "through the Batch API" in text and "probe: closed book" in text
+    assert "in batch mode 4 round(s)" in text
+
+
+def test_a_pilot_run_calibrates_the_estimate_within_15_percent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_jsonl(tmp_path / "events.jsonl", make_events(EVENTS))
+    with ScriptedLLM(AlgorithmResponder()) as llm:
+        assert _generate(tmp_path, llm, "--limit", "20") == 0  # the pilot
+        capsys.readouterr()
+        assert _generate(tmp_path, llm, "--estimate") == 0
+        estimate = capsys.readouterr().out
+        assert _generate(tmp_path, llm) == 0
+        summary = capsys.readouterr().out
+    assert "calibrated on 80 cached calls" in estimate
+    calls, tokens_in, tokens_out = _totals(estimate)
+    spent = re.search(r"(\d+) calls, \d+ cache hits, (\d+) tokens in, (\d+) out", summary)
+    assert spent is not None
+    spent_calls, spent_in, spent_out = map(int, spent.groups())
+    assert calls == spent_calls == 4 * (EVENTS - 20)
+    assert abs(tokens_in - spent_in) / spent_in < 0.15
+    assert abs(tokens_out - spent_out) / spent_out < 0.15
+    assert f"estimate {calls} calls, {tokens_in} tokens in, {tokens_out} out" in summary
+
+
+def test_eval_estimate_dry_runs_the_method(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "q.jsonl"
+    data.write_text("".join(json.dumps({"question": f"Who led council {i}?", "answers": ["Ana"]})
+                            + "\n" for i in range(6)))
+    out = tmp_path / "eval"
+    assert evaluate(["--data", str(data), "--method", "self-dc", "--out", str(out),
+                     "--model", "gpt-4o-mini", "--judge-model", "gpt-4o-mini",
+                     "--estimate"]) == 0
+    text = capsys.readouterr().out
+    assert not out.exists()
+    # Confidence, then (no confidence read) retrieve-then-read, then the judge: 3 per item.
+    assert "solver_self_dc_confidence" in text and "judge" in text
+    assert _totals(text)[0] == 3 * 6
+    assert "in batch mode 3 round(s)" in text
+
+
+def test_batch_prices_are_half_the_live_ones_unless_given() -> None:
+    table = PriceTable.load()
+    assert table.cost("gpt-4o-mini", 1_000_000, 1_000_000, batch=True) == pytest.approx(
+        table.cost("gpt-4o-mini", 1_000_000, 1_000_000) / 2)
+
+
+def test_a_price_file_may_set_batch_prices(tmp_path: Path) -> None:
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"house-model": {"input": 1.0, "output": 2.0,
+                                                  "batch_input": 0.8, "batch_output": 1.0}}))
+    table = PriceTable.load(prices)
+    assert table.cost("house-model", 1_000_000, 1_000_000, batch=True) == pytest.approx(1.8)
