@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import re
 import string
+from functools import lru_cache
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = str.maketrans("", "", string.punctuation + "‘’“”–—")
 _POSSESSIVE = re.compile(r"(?<=\w)['’]s\b")
 
 
+@lru_cache(maxsize=1 << 14)  # the same names are checked against question after question
 def normalize_answer(text: str) -> str:
     """SQuAD-style: lowercase, no punctuation, no articles, single spaces."""
     text = text.lower().translate(_PUNCTUATION)

@@ -7,6 +7,7 @@ import email.utils
 import json
 import logging
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -156,6 +157,31 @@ def test_a_repeated_call_is_a_cache_hit_with_no_server_call(tmp_path: Path) -> N
     cache.close()
     assert (summary.calls, summary.hits) == (1, 2)
     assert summary.cost == pytest.approx(first.cost)
+
+
+def test_hits_counted_in_a_cache_file_made_before_the_hits_table_still_count(
+    tmp_path: Path,
+) -> None:
+    cache = CallCache(tmp_path / "c.sqlite")
+    key = request_key(canonical_request("scripted", ask("hi")))
+    cache.put(key, model="scripted", canonical_request="{}", response_json='{"choices": []}',
+              prompt_tokens=1, completion_tokens=1, latency_s=0.1, cost=0.0, template=None,
+              template_hash=None)
+    with sqlite3.connect(tmp_path / "c.sqlite") as old_layout:
+        old_layout.execute("UPDATE calls SET hits = 3 WHERE key = ?", (key,))
+    cache.count_hit(key)
+    assert cache.summary().hits == 4
+    cache.close()
+
+
+def test_the_canonical_request_is_every_sent_field_as_dumped(tmp_path: Path) -> None:
+    """Cache keys must not change between versions: the canonical JSON is the model's dump."""
+    request = ChatRequest(messages=[{"role": "user", "content": "Où? ☃"}], temperature=0.3,
+                          seed=7, stop=["\n"], logprobs=True, top_logprobs=2, template="t",
+                          template_hash="h")
+    dumped = {"model": "m", **request.model_dump(exclude={"template", "template_hash"})}
+    assert canonical_request("m", request) == json.dumps(
+        dumped, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 @pytest.mark.parametrize("cached", [True, False])

@@ -314,7 +314,7 @@ class Rounds:
     ) -> list[tuple[Submission, set[str]]]:
         found = []
         for submission in self._cache.open_batches(self.kind, self._model):
-            keys = self._cache.batch_requests(submission.id).keys() & waiting.keys()
+            keys = self._cache.batch_keys(submission.id) & waiting.keys()
             if keys:
                 found.append((submission, keys))
         return found

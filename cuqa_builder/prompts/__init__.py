@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import string
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from importlib import resources
 from importlib.resources.abc import Traversable
 
@@ -32,11 +32,12 @@ class PromptTemplate:
     text: str
     source: str
 
-    @property
+    # Worked out once per template: every call records the hash and renders the placeholders.
+    @cached_property
     def sha256(self) -> str:
         return hashlib.sha256(self.text.encode()).hexdigest()
 
-    @property
+    @cached_property
     def placeholders(self) -> frozenset[str]:
         return frozenset(f for _, f, _, _ in string.Formatter().parse(self.text) if f)
 
