@@ -11,7 +11,7 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Container, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
@@ -27,21 +27,35 @@ class JsonlError(CuqaError, ValueError):
     """A line of a JSONL file that is not the record expected there (named by path:line)."""
 
 
-def iter_jsonl(path: Path, model: type[M]) -> Iterator[M]:
+def iter_jsonl(
+    path: Path, model: type[M], lines: Container[int] | None = None
+) -> Iterator[M]:
     """Yield typed records; a truncated final line (from a kill) is skipped with a warning.
 
-    Any other bad line raises JsonlError naming the file, the line and the first problem.
+    Any other bad line raises JsonlError naming the file, the line and the first problem. With
+    `lines` (line numbers, from 1), only those lines are read as records; the rest are skipped
+    unparsed (a later pass over a large file that an earlier one has sorted out).
     """
+    for _, record in numbered_jsonl(path, model, lines):
+        yield record
+
+
+def numbered_jsonl(
+    path: Path, model: type[M], lines: Container[int] | None = None
+) -> Iterator[tuple[int, M]]:
+    """`iter_jsonl`, each record with its line number."""
     if not path.exists():
         return
     with path.open(encoding="utf-8") as fh:  # line by line: a large file never sits in memory
         for number, line in enumerate(fh, start=1):
+            if lines is not None and number not in lines:
+                continue
             if not line.strip():
                 continue
             if not line.endswith("\n"):  # only the last line can lack its newline
                 log.warning("%s: ignoring an unfinished last line (interrupted run)", path)
                 return
-            yield _record(path, number, line, model)
+            yield number, _record(path, number, line, model)
 
 
 def _record(path: Path, number: int, line: str, model: type[M]) -> M:

@@ -30,6 +30,7 @@ REVIEW_REPORT = "review-report.json"
 RUN_INFO = "run.json"
 REFRESH = "refresh.json"  # what the last events run changed against the previous events.jsonl
 LLM_CACHE = "llm-cache.sqlite"
+NER_MEMO = "passage-entities.sqlite"  # the entities NER found in each known passage
 ARTICLES = "articles.jsonl"  # entity articles looked up as of the cutoff
 ARTICLE_PAGES = f"{PAGES_DIR}/{ARTICLES_SUBDIR}"  # ...and the articles themselves
 

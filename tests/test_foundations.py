@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cuqa_builder.cli.build import main
-from cuqa_builder.jsonio import JsonlAppender, JsonlError, read_jsonl
+from cuqa_builder.jsonio import JsonlAppender, JsonlError, iter_jsonl, numbered_jsonl, read_jsonl
 from cuqa_builder.prompts import PromptError, load_prompt
 from cuqa_builder.records import Link, Page, PageMeta
 from cuqa_builder.snapshot import (
@@ -91,6 +91,17 @@ def test_a_bad_line_is_one_clear_error_naming_file_and_line(tmp_path: Path) -> N
     path.write_text('{"title": "Paris", "text": "Paris"}\nnot json\n')
     with pytest.raises(JsonlError, match=rf"^{re.escape(str(path))}:2: not a valid Link record "
                                          r"\(Invalid JSON: [^\n]*\)$"):
+        read_jsonl(path, Link)
+
+
+def test_chosen_lines_are_read_and_the_others_skipped_unparsed(tmp_path: Path) -> None:
+    path = tmp_path / "links.jsonl"
+    path.write_text('{"title": "Paris", "text": "Paris"}\nnot json\n\n'
+                    '{"title": "Lyon", "text": "Lyon"}\n')
+    assert [(n, r.title) for n, r in numbered_jsonl(path, Link, lines={1, 4})] == [
+        (1, "Paris"), (4, "Lyon")]
+    assert [r.title for r in iter_jsonl(path, Link, lines={4})] == ["Lyon"]
+    with pytest.raises(JsonlError, match=":2: not a valid Link record"):
         read_jsonl(path, Link)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 from pathlib import Path
@@ -28,7 +29,8 @@ from cuqa_builder.records import (
     event_id,
 )
 from cuqa_builder.run import GENERATION_FAILURES as FAILURES
-from cuqa_builder.stages.generate import GenerationFailure
+from cuqa_builder.ner_memo import NerMemo
+from cuqa_builder.stages.generate import GenerationFailure, PassageEntities
 from cuqa_builder.testing.algorithm_llm import (
     PASSAGE_ENTITIES,
     AlgorithmResponder,
@@ -444,3 +446,35 @@ def test_pairing_prefers_a_bridge_in_the_question(tmp_path: Path) -> None:
     assert {both[1].first.id, both[1].second.id} == {c.id, d.id}
     assert choose_pairs([a, b, c, d], {}, seed=0, count=0) == []
     assert choose_pairs([b, c], {}, seed=0, count=5) == []  # nothing composes
+
+
+# --- NER on known passages, kept --------------------------------------------------------------
+
+PASSAGE = "Ada Lovelace wrote about the Analytical Engine with Charles Babbage in London."
+
+
+def _entities_of(passage: str, memo: Path) -> list[Entity]:
+    finder = PassageEntities("en_core_web_sm", memo)
+    try:
+        return asyncio.run(finder(passage))
+    finally:
+        finder.close()
+
+
+def test_a_new_passage_runs_ner_and_keeps_its_entities(tmp_path: Path) -> None:
+    found = _entities_of(PASSAGE, tmp_path / "memo.sqlite")
+    assert "Ada Lovelace" in {entity.text for entity in found}
+    memo = NerMemo(tmp_path / "memo.sqlite", pipeline="en_core_web_sm")
+    assert memo.get(PASSAGE) == found
+    memo.close()
+
+
+def test_a_passage_seen_before_takes_its_entities_from_the_memo(tmp_path: Path) -> None:
+    """A resumed run draws k_ent from the entities found before, without running NER again
+    (these planted ones are not what spaCy would find)."""
+    planted = [Entity(text="Planted Institute", label="ORG")]
+    memo = NerMemo(tmp_path / "memo.sqlite", pipeline="en_core_web_sm")
+    memo.put(PASSAGE, planted)
+    memo.close()
+    assert _entities_of(PASSAGE, tmp_path / "memo.sqlite") == planted
+    assert _entities_of(PASSAGE + " Later.", tmp_path / "memo.sqlite") != planted

@@ -13,6 +13,7 @@ no usable question is cached like any other and fails the same way (`--refresh` 
 from __future__ import annotations
 
 import asyncio
+import datetime
 import importlib
 import time
 from collections import Counter
@@ -20,6 +21,7 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 
 from pydantic import BaseModel
 from tqdm import tqdm
@@ -42,6 +44,7 @@ from cuqa_builder.jsonio import (
     JsonlAppender,
     atomic_write_text,
     iter_jsonl,
+    numbered_jsonl,
     read_jsonl,
     write_jsonl,
 )
@@ -51,6 +54,7 @@ from cuqa_builder.llm.gateway import open_gateway
 from cuqa_builder.llm.settings import LLMSettings, resolve_settings
 from cuqa_builder.llm.types import GatewayStats
 from cuqa_builder.ner import EntityExtractor
+from cuqa_builder.ner_memo import NerMemo
 from cuqa_builder.records import Candidate, Entity, Event, GenerationFailure
 from cuqa_builder.refresh import stale_candidates
 from cuqa_builder.run import (
@@ -58,6 +62,7 @@ from cuqa_builder.run import (
     EVENTS,
     GENERATION_FAILURES,
     LLM_CACHE,
+    NER_MEMO,
     GenerationInfo,
     NothingProducedError,
     RunContext,
@@ -114,10 +119,13 @@ class Tally:
 
 
 class PassageEntities:
-    """spaCy NER on known passages, off the event loop, one passage at a time."""
+    """spaCy NER on known passages, off the event loop, one passage at a time; each passage's
+    entities are kept (`NER_MEMO`), so a resumed run does not find them again."""
 
-    def __init__(self, model_name: str) -> None:
+    def __init__(self, model_name: str, memo_path: Path) -> None:
         self.model_name = model_name
+        self._memo_path = memo_path
+        self._memo: NerMemo | None = None  # opened by the first passage (none in AAB-only runs)
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spacy")
         self._pipeline: Future[EntityExtractor] | None = None
 
@@ -135,14 +143,24 @@ class PassageEntities:
 
     def _find(self, text: str) -> list[Entity]:
         assert self._pipeline is not None
-        return self._pipeline.result().for_texts([text])[0]
+        assert self._memo is not None
+        found = self._pipeline.result().for_texts([text])[0]
+        self._memo.put(text, found)
+        return found
 
     async def __call__(self, text: str) -> list[Entity]:
+        if self._memo is None:
+            self._memo = NerMemo(self._memo_path, pipeline=self.model_name)
+        found = self._memo.get(text)
+        if found is not None:
+            return found
         self.start()
         return await asyncio.get_running_loop().run_in_executor(self._thread, self._find, text)
 
     def close(self) -> None:
         self._thread.shutdown(wait=False, cancel_futures=True)
+        if self._memo is not None:
+            self._memo.close()
 
 
 def _known_articles(
@@ -184,25 +202,36 @@ def _passages(store: ArticleStore, entities: list[Entity]) -> dict[str, KnownArt
     return known
 
 
-def _usable_events(ctx: RunContext, tally: Tally | None = None) -> Iterator[Event]:
-    """The first --limit events of the file, minus those Algorithm 1 cannot use, read one at a
-    time (a large run's events would not fit in memory as records); `tally` counts them."""
+class _Named(BaseModel):
+    text: str
+
+
+class _EventHead(BaseModel):
+    """What choosing the events to work on needs of one (a large run reads them all on every
+    run: as whole records the pass cost twice as much)."""
+
+    id: str
+    date: datetime.date
+    text: str
+    entities: list[_Named]
+
+
+def _usable_lines(ctx: RunContext, tally: Tally) -> Iterator[tuple[int, _EventHead]]:
+    """The first --limit events of the file (with their line numbers), minus those Algorithm 1
+    cannot use, read one at a time; `tally` counts them."""
     limit = ctx.options.generate.limit
     seen: set[str] = set()
-    for number, event in enumerate(iter_jsonl(ctx.path(EVENTS), Event)):
+    for number, (line, event) in enumerate(numbered_jsonl(ctx.path(EVENTS), _EventHead)):
         if limit is not None and number >= limit:
             return
-        if tally is not None:
-            tally.selected += 1
+        tally.selected += 1
         if not ctx.window.contains(event.date):
-            if tally is not None:
-                tally.outside_window += 1
+            tally.outside_window += 1
         elif not event.entities:
-            if tally is not None:
-                tally.no_entities += 1
+            tally.no_entities += 1
         elif event.id not in seen:
             seen.add(event.id)
-            yield event
+            yield line, event
 
 
 @dataclass(frozen=True)
@@ -295,13 +324,14 @@ def _hard_jobs(
     ]
 
 
-def _drop_stale(ctx: RunContext, all_events: list[Event], usable: list[Event]) -> int:
-    """Take out of candidates.jsonl the easy candidates whose event (still usable) changed since
-    they were made, and the hard items built on them, so that they are made again; returns how
-    many easy ones. Candidates of removed events stay (validation keeps them out of the data)."""
+def _drop_stale(ctx: RunContext, regenerable: set[str]) -> int:
+    """Take out of candidates.jsonl the easy candidates whose event (still usable: its id is in
+    `regenerable`) changed since they were made, and the hard items built on them, so that they
+    are made again; returns how many easy ones. Candidates of removed events stay (validation
+    keeps them out of the data). Reads both files whole: only when `_made` found a reworded one."""
     candidates = read_jsonl(ctx.path(CANDIDATES), Candidate)
-    stale = stale_candidates(candidates, {event.id: event for event in all_events})
-    regenerable = {event.id for event in usable}
+    events = {event.id: event for event in iter_jsonl(ctx.path(EVENTS), Event)}
+    stale = stale_candidates(candidates, events)
     dropped = {c.id for c in candidates if c.difficulty == "easy" and c.id in stale
                and stale[c.id].kind == "reworded" and c.event.id in regenerable}
     dropped |= {c.id for c in candidates if any(sub.id in dropped for sub in c.sub_items)}
@@ -324,19 +354,22 @@ class _Made(BaseModel):
     event: _MadeEvent
 
 
-def _drop_stale_if_any(ctx: RunContext) -> int:
-    """`_drop_stale`, when an easy candidate's event was reworded since it was made (after a
-    refresh): that reads every candidate and event at once, which a large run cannot afford on
-    every run, so a light pass over both files looks first."""
-    texts = {event.id: event.text for event in iter_jsonl(ctx.path(EVENTS), Event)}
-    reworded = any(
-        item.difficulty == "easy" and texts.get(item.event.id, item.event.text) != item.event.text
-        for item in iter_jsonl(ctx.path(CANDIDATES), _Made)
-    )
-    del texts
-    if not reworded:
-        return 0
-    return _drop_stale(ctx, read_jsonl(ctx.path(EVENTS), Event), list(_usable_events(ctx)))
+@dataclass
+class _Done:
+    ids: set[str] = field(default_factory=set)
+    hard: int = 0
+    reworded: bool = False  # an easy one's event text changed since it was made (a refresh)
+
+
+def _made(ctx: RunContext, texts: dict[str, str]) -> _Done:
+    """One light pass over candidates.jsonl; `texts` are the usable events' texts now, by id."""
+    done = _Done()
+    for item in iter_jsonl(ctx.path(CANDIDATES), _Made):
+        done.ids.add(item.id)
+        done.hard += item.difficulty == "hard"
+        done.reworded |= item.difficulty == "easy" and texts.get(
+            item.event.id, item.event.text) != item.event.text
+    return done
 
 
 def _todo(
@@ -344,25 +377,29 @@ def _todo(
 ) -> tuple[Callable[[], Iterator[Event]], int, int]:
     """The events still to generate (a function that reads them again, one at a time), how
     many they are, and how many hard items are in the file already. `drop_stale=False` (an
-    estimate) writes nothing: stale candidates then count as done."""
+    estimate) writes nothing: stale candidates then count as done.
+
+    A large run does this on every run of the command (each batch round), so each file is read
+    once, lightly; the events to do are read whole later, by their line numbers."""
     seed = ctx.options.generate.seed
-    if drop_stale:
-        tally.stale = _drop_stale_if_any(ctx)
-    done, hard_done = set(), 0
-    for item in iter_jsonl(ctx.path(CANDIDATES), _Made):
-        done.add(item.id)
-        hard_done += item.difficulty == "hard"
+    texts: dict[str, str] = {}  # of the usable events: only their candidates are made again
+    usable: list[tuple[int, str]] = []  # (line, candidate id) of each usable event
+    for line, event in _usable_lines(ctx, tally):
+        usable.append((line, candidate_id(seed, event.id)))
+        texts[event.id] = event.text
+    done = _made(ctx, texts)
+    if drop_stale and done.reworded:
+        tally.stale = _drop_stale(ctx, set(texts))
+        done = _made(ctx, {})
+    del texts
+    todo_lines = {line for line, cid in usable if cid not in done.ids}
 
     def todo() -> Iterator[Event]:
-        return (e for e in _usable_events(ctx) if candidate_id(seed, e.id) not in done)
+        return iter_jsonl(ctx.path(EVENTS), Event, lines=todo_lines)
 
-    usable = count = 0
-    for event in _usable_events(ctx, tally):
-        usable += 1
-        count += candidate_id(seed, event.id) not in done
-    tally.already_done = usable - count
+    tally.already_done = len(usable) - len(todo_lines)
     tally.hard_requested = ctx.options.generate.hard
-    return todo, count, hard_done
+    return todo, len(todo_lines), done.hard
 
 
 def estimate(ctx: RunContext, settings: LLMSettings, model: str) -> CallPlan:
@@ -391,7 +428,7 @@ async def _run(ctx: RunContext, tally: Tally) -> tuple[str, GatewayStats, CallPl
     compared = count and settings.batch_mode != "files"
     plan = estimate(ctx, settings, settings.model or settings.local or "") if compared else None
     in_flight = settings.jobs_in_flight(EVENTS_PER_CALL_SLOT)
-    find_entities = PassageEntities(ctx.options.source.spacy_model)
+    find_entities = PassageEntities(ctx.options.source.spacy_model, ctx.path(NER_MEMO))
     writer = _Writer(ctx, tally)
     try:
         options = ctx.options.generate
