@@ -13,6 +13,7 @@ Every CLI (`cuqa-build`, `cuqa-eval`, `cuqa-annotate`, `cuqa-models`) runs its w
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import sys
 import traceback
@@ -24,6 +25,10 @@ from cuqa_builder.errors import CuqaError, Paused
 # (httpx and httpx2: the openai client's HTTP stack; bm25s: its indexing steps).
 _CHATTY_LOGGERS = ("httpx", "httpx2", "bm25s")
 INTERRUPTED = 130
+# A full garbage collection scans every live object, and a large run holds many (tens of
+# thousands of items in flight, spaCy's pipeline): at Python's default (a full one after 10 of
+# generation 1) they took a quarter of a batch run's CPU; a tenth as many cost no more memory.
+_FULL_COLLECTION_AFTER = 100
 
 
 def add_verbosity_flags(parser: argparse.ArgumentParser) -> None:
@@ -46,6 +51,8 @@ def run_command(
     """Run `command(args)` and turn its outcome into an exit status and at most one line."""
     verbose = bool(getattr(args, "verbose", False))
     configure_logging(verbose)
+    young, middle, _ = gc.get_threshold()
+    gc.set_threshold(young, middle, _FULL_COLLECTION_AFTER)
     try:
         return command(args) or 0
     except KeyboardInterrupt:
