@@ -3,7 +3,9 @@
 1. `--batch-files`: N synthetic events (default 100,000) through the generate stage; each run
    of `cuqa-build` writes a round's batch files and stops (exit 75); a scripted engine in this
    process answers them (the OpenAI batch output format, as vLLM's run_batch writes it), and
-   the command runs again until it finishes. Each run is a child process measured by `wait4`:
+   the command runs again until it finishes. The engine's known passages differ from event to
+   event (each names its request's seed), as a real model's do: NER runs on every one, once.
+   Each run is a child process measured by `wait4`:
    peak memory (max RSS; target < 500 MB) and CPU time (target < 1 ms per request: everything
    the command did, start-up, cache and rounds included, over the requests; spaCy's thread, NER
    on the known passages, is measured from /proc and reported apart as a library's time).
@@ -30,7 +32,9 @@ import tempfile
 import threading
 import time
 from bisect import bisect_left
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from bench_generate import ServerProcess, timed_build
 
@@ -38,6 +42,7 @@ from cuqa_builder.jsonio import read_jsonl, write_jsonl
 from cuqa_builder.records import Candidate
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events
 from cuqa_builder.testing.batch_server import answer_batch_file
+from cuqa_builder.testing.openai_server import Reply, last_user_message
 
 REPO = Path(__file__).resolve().parents[1]
 PAUSED = 75
@@ -104,7 +109,21 @@ def _run_measured(argv: list[str]) -> tuple[int, float, float, int, str]:
             watch.other_threads_s, watch.peak_kib, message)
 
 
-def answer_round_files(directory: Path, engine: AlgorithmResponder) -> tuple[int, int, float]:
+class DistinctPassages:
+    """The scripted model, with a known passage that names its request's seed: the scripted
+    passages depend on the entity alone (seven in all), where a real model's differ per event."""
+
+    def __init__(self) -> None:
+        self._model = AlgorithmResponder()
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        reply = self._model(body)
+        if last_user_message(body).startswith("Generate a detailed passage about "):
+            reply = replace(reply, text=f"{reply.text} Its archive holds file {body['seed']}.")
+        return reply
+
+
+def answer_round_files(directory: Path, engine: DistinctPassages) -> tuple[int, int, float]:
     """Answer every input file without an output: (files, requests, largest file in MB)."""
     files = requests = 0
     largest = 0.0
@@ -126,7 +145,7 @@ def bench_files(args: argparse.Namespace, root: Path) -> bool:
     argv = ["--out", str(out), "--cutoff", "2023-04", "--stage", "generate", "-q",
             "--model", MODEL, "--batch-files", str(rounds),
             "--batch-max-requests", str(args.max_requests), "--batch-max-mb", str(args.max_mb)]
-    engine = AlgorithmResponder()
+    engine = DistinctPassages()
     cpu = spacy = 0.0
     peak_kib = 0
     requests = files = 0
