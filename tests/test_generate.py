@@ -19,6 +19,7 @@ from cuqa_builder.generation.hard import choose_pairs, hard_id
 from cuqa_builder.generation.output_parsing import OutputError, parse_passage, parse_question
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
 from cuqa_builder.llm.cache import CallCache
+from cuqa_builder.ner_memo import NerMemo
 from cuqa_builder.prompts import load_prompt
 from cuqa_builder.records import (
     Candidate,
@@ -29,7 +30,6 @@ from cuqa_builder.records import (
     event_id,
 )
 from cuqa_builder.run import GENERATION_FAILURES as FAILURES
-from cuqa_builder.ner_memo import NerMemo
 from cuqa_builder.stages.generate import GenerationFailure, PassageEntities
 from cuqa_builder.testing.algorithm_llm import (
     PASSAGE_ENTITIES,
