@@ -301,6 +301,16 @@ def test_gap(workspace: Path, capsys) -> None:
     assert {p["type"] for p in subs} == {"known", "unknown"}
 
 
+def test_the_gap_estimate_counts_the_sub_questions(workspace: Path, capsys) -> None:
+    assert main(["gap", "--data", str(workspace / "cuqa.jsonl"), "--method", "direct",
+                 "--model", "scripted", "--out", str(workspace / "gap"), "--estimate"]) == 0
+    text = capsys.readouterr().out
+    assert not (workspace / "gap").exists()
+    total = re.search(r"^\s+total\s+([\d,]+)", text, re.MULTILINE)
+    assert total is not None and int(total.group(1)) == 3 + 6  # what test_gap's run pays
+    assert "their sub-questions" in text
+
+
 def test_sweep_reuses_shared_calls_and_report(workspace: Path) -> None:
     data = str(workspace / "cuqa.jsonl")
     with ScriptedLLM(scripted_model(set())) as llm:

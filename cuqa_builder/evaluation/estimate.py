@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cuqa_builder.evaluation.datasets import load_items
+from cuqa_builder.evaluation.gap import sub_question_items
 from cuqa_builder.judge import DEFAULT_JUDGE_PROMPT, judge
 from cuqa_builder.llm.estimate import CallPlan, calibration, describe
 from cuqa_builder.llm.prices import PriceTable
@@ -79,6 +80,9 @@ async def plan_evaluation(
     solver = get_solver(asked.method)
     retriever = None if asked.method in NO_RETRIEVAL else StandInRetriever()
     items = load_items(asked.data, split=asked.split, limit=asked.limit, aliases=asked.aliases)
+    if asked.command == "gap":  # the composed questions, then each of their sub-questions
+        composed = [item for item in items if item.sub_questions]
+        items = [*composed, *sub_question_items(composed)]
     for item in items:
         run = SolverRun(PlanningGateway(plan), retriever, options)
         answer = (await solver(item.question, run)).strip()
@@ -105,8 +109,11 @@ async def estimate_evaluation(
                    else settings.concurrency)
     lines = [f"estimate for cuqa-eval {asked.command} --method {asked.method} (nothing was "
              "called or written):"]
-    if asked.command != "run":
-        lines.append(f"  one run of the method over the items; `{asked.command}` makes more "
-                     "(sweep: one per value; gap: the sub-questions too)")
+    if asked.command == "gap":
+        lines.append("  the composed questions and, as questions of their own, their "
+                     "sub-questions")
+    elif asked.command != "run":
+        lines.append(f"  one run of the method over the items; `{asked.command}` makes up to "
+                     "one per value (calls shared between values are paid once)")
     lines += [describe(plan, settings, prices, concurrency) for plan in plans]
     return "\n".join(lines)
