@@ -311,6 +311,30 @@ def test_the_gap_estimate_counts_the_sub_questions(workspace: Path, capsys) -> N
     assert "their sub-questions" in text
 
 
+def test_the_sweep_estimate_plans_every_value_and_shared_calls_once(
+    workspace: Path, capsys
+) -> None:
+    args = ["sweep", "--data", str(workspace / "cuqa.jsonl"), "--param", "alpha",
+            "--model", "scripted", "--out", str(workspace / "sweep"), "--estimate"]
+    totals = []
+    for values in (["0.3"], ["0.3", "0.6", "0.9"]):
+        assert main([*args, "--values", *values]) == 0
+        text = capsys.readouterr().out
+        assert f"one run per value of alpha ({len(values)})" in text
+        total = re.search(r"^\s+total\s+([\d,]+)", text, re.MULTILINE)
+        assert total is not None
+        totals.append(int(total.group(1)))
+    # The stand-in model reads no confidence: every alpha takes the same path, so the other
+    # values' calls are the first one's, answered by the cache.
+    assert totals[0] == totals[1] > 0
+    # More passages make another reading prompt: each top-k value is a run of its own.
+    rr = [*args, "--method", "rr", "--corpus", str(workspace / "events.jsonl")]
+    rr[rr.index("alpha")] = "top-k"
+    assert main([*rr, "--values", "1", "3"]) == 0
+    total = re.search(r"^\s+total\s+([\d,]+)", capsys.readouterr().out, re.MULTILINE)
+    assert total is not None and int(total.group(1)) == 2 * 3  # one read per item and value
+
+
 def test_sweep_reuses_shared_calls_and_report(workspace: Path) -> None:
     data = str(workspace / "cuqa.jsonl")
     with ScriptedLLM(scripted_model(set())) as llm:
