@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -188,37 +189,86 @@ def test_a_batch_that_fails_validation_fails_its_items(tmp_path: Path) -> None:
     assert server.lines_answered == 0
 
 
+def _killed_when(out: Path, server: ScriptedBatches, ready: Callable[[], bool]) -> None:
+    """Start a batch run of cuqa-build in a process and SIGKILL it once `ready()`."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_BASE_URL"}
+    env.update(OPENAI_API_KEY="sk-test-dummy", PYTHONPATH=str(REPO))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "cuqa_builder.cli.build",
+         *_batch_args(out, server, "--hard", "2")],
+        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not ready():
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.02)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+
+
+def _paid_once(server: ScriptedBatches, live_calls: int) -> None:
+    """Each request uploaded once, each input file in one batch, each line answered once."""
+    uploaded = server.uploaded_ids()
+    assert len(uploaded) == len(set(uploaded)) == server.lines_answered == live_calls
+    inputs = [batch.input_file_id for batch in server.batches.values()]
+    assert len(inputs) == len(set(inputs))
+
+
 def test_a_killed_process_picks_up_its_running_batch_without_paying_again(
     tmp_path: Path, live_run: tuple[dict[str, Any], int],
 ) -> None:
     live, live_calls = live_run
     out = _fresh(tmp_path)
-    env = {k: v for k, v in os.environ.items() if k != "OPENAI_BASE_URL"}
-    env.update(OPENAI_API_KEY="sk-test-dummy", PYTHONPATH=str(REPO))
     with ScriptedBatches(AlgorithmResponder()) as server:
         server.hold()
-        process = subprocess.Popen(
-            [sys.executable, "-m", "cuqa_builder.cli.build",
-             *_batch_args(out, server, "--hard", "2")],
-            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        try:
-            deadline = time.monotonic() + 60
-            # Two looks at the batch: it is in_progress and the client is polling it.
-            while sum(e.startswith("GET /v1/batches/") for e in server.log) < 2:
-                assert process.poll() is None and time.monotonic() < deadline
-                time.sleep(0.02)
-        finally:
-            process.send_signal(signal.SIGKILL)
-            process.wait(timeout=30)
+        # Two looks at the batch: it is in_progress and the client is polling it.
+        _killed_when(out, server,
+                     lambda: sum(e.startswith("GET /v1/batches/") for e in server.log) >= 2)
         assert server.batches["batch_1"].status == "in_progress"
         log_before = len(server.log)
         server.release()
         assert main(_batch_args(out, server, "--hard", "2")) == 0
     resumed = server.log[log_before:]
     assert resumed[0] == "GET /v1/batches/batch_1"  # the running batch, before any upload
-    uploaded = server.uploaded_ids()
-    assert len(uploaded) == len(set(uploaded)) == server.lines_answered == live_calls
+    _paid_once(server, live_calls)
+    assert _candidates(out) == live
+
+
+def test_a_process_killed_while_its_batch_was_made_finds_that_batch(
+    tmp_path: Path, live_run: tuple[dict[str, Any], int],
+) -> None:
+    """Killed after the provider made the batch but before the client heard its id: the next
+    run finds the batch by its input file instead of making a second one."""
+    live, live_calls = live_run
+    out = _fresh(tmp_path)
+    with ScriptedBatches(AlgorithmResponder()) as server:
+        server.hold_creates()
+        _killed_when(out, server, lambda: "batch_1" in server.batches)
+        log_before = len(server.log)
+        server.release()
+        assert main(_batch_args(out, server, "--hard", "2")) == 0
+    resumed = server.log[log_before:]
+    assert resumed[:3] == ["GET /v1/files/file-1", "GET /v1/batches?limit=100",
+                           "GET /v1/batches/batch_1"]
+    _paid_once(server, live_calls)
+    assert _candidates(out) == live
+
+
+def test_a_batch_made_by_a_create_that_timed_out_is_not_made_again(
+    tmp_path: Path, live_run: tuple[dict[str, Any], int],
+) -> None:
+    live, live_calls = live_run
+    out = _fresh(tmp_path)
+    with ScriptedBatches(AlgorithmResponder()) as server:
+        server.hold_creates()  # every create is made but answered too late: the client gives up
+        try:
+            assert main(_batch_args(out, server, "--hard", "2", "--timeout", "0.5")) == 0
+        finally:
+            server.release()
+    assert server.log.count("GET /v1/batches?limit=100") == len(server.batches) > 1
+    _paid_once(server, live_calls)
     assert _candidates(out) == live
 
 

@@ -20,6 +20,7 @@ import pytest
 from cuqa_builder.cli.evaluate import main
 from cuqa_builder.jsonio import write_jsonl
 from cuqa_builder.records import CuqaItem, Event, EventRef, EventSource, GeneratorInfo, SubQuestion
+from cuqa_builder.testing.batch_server import answer_batch_file
 from cuqa_builder.testing.openai_server import Reply, ScriptedLLM, last_user_message
 from tests.test_eval_inputs import freshqa_row, write_freshqa
 
@@ -300,6 +301,40 @@ def test_gap(workspace: Path, capsys) -> None:
     assert {p["type"] for p in subs} == {"known", "unknown"}
 
 
+def test_the_gap_estimate_counts_the_sub_questions(workspace: Path, capsys) -> None:
+    assert main(["gap", "--data", str(workspace / "cuqa.jsonl"), "--method", "direct",
+                 "--model", "scripted", "--out", str(workspace / "gap"), "--estimate"]) == 0
+    text = capsys.readouterr().out
+    assert not (workspace / "gap").exists()
+    total = re.search(r"^\s+total\s+([\d,]+)", text, re.MULTILINE)
+    assert total is not None and int(total.group(1)) == 3 + 6  # what test_gap's run pays
+    assert "their sub-questions" in text
+
+
+def test_the_sweep_estimate_plans_every_value_and_shared_calls_once(
+    workspace: Path, capsys
+) -> None:
+    args = ["sweep", "--data", str(workspace / "cuqa.jsonl"), "--param", "alpha",
+            "--model", "scripted", "--out", str(workspace / "sweep"), "--estimate"]
+    totals = []
+    for values in (["0.3"], ["0.3", "0.6", "0.9"]):
+        assert main([*args, "--values", *values]) == 0
+        text = capsys.readouterr().out
+        assert f"one run per value of alpha ({len(values)})" in text
+        total = re.search(r"^\s+total\s+([\d,]+)", text, re.MULTILINE)
+        assert total is not None
+        totals.append(int(total.group(1)))
+    # The stand-in model reads no confidence: every alpha takes the same path, so the other
+    # values' calls are the first one's, answered by the cache.
+    assert totals[0] == totals[1] > 0
+    # More passages make another reading prompt: each top-k value is a run of its own.
+    rr = [*args, "--method", "rr", "--corpus", str(workspace / "events.jsonl")]
+    rr[rr.index("alpha")] = "top-k"
+    assert main([*rr, "--values", "1", "3"]) == 0
+    total = re.search(r"^\s+total\s+([\d,]+)", capsys.readouterr().out, re.MULTILINE)
+    assert total is not None and int(total.group(1)) == 2 * 3  # one read per item and value
+
+
 def test_sweep_reuses_shared_calls_and_report(workspace: Path) -> None:
     data = str(workspace / "cuqa.jsonl")
     with ScriptedLLM(scripted_model(set())) as llm:
@@ -494,3 +529,34 @@ def test_a_key_echoed_in_an_answer_is_scrubbed_like_the_cache(workspace: Path) -
     live, replay = ({p["id"]: (p["prediction"], p["cover_em"], p["f1"]) for p in
                      map(json.loads, text.splitlines())} for text in runs)
     assert live == replay
+
+
+def test_batch_file_rounds_stop_and_go_on_to_the_live_scores(workspace: Path, capsys) -> None:
+    """`--batch-files`: each round's file is written and the run stops (exit 75) until an
+    offline engine answers it; the scores are those of a live run, each call answered once."""
+    data = str(workspace / "cuqa.jsonl")
+    respond = scripted_model(broken=set())
+    with ScriptedLLM(respond) as llm:
+        assert cli(llm, workspace, "live", "--data", data, "--method", "genread") == 0
+        live_calls = llm.calls
+    rounds = workspace / "rounds"
+    args = ["--data", data, "--method", "genread", "--model", "scripted", "-q",
+            "--out", str(workspace / "batch"), "--batch-files", str(rounds)]
+    answered, runs = 0, 0
+    while (status := main(args)) == 75:
+        runs += 1
+        assert "run this command again" in capsys.readouterr().err
+        for source in sorted(rounds.glob("round-*.input.jsonl")):
+            target = source.with_name(source.name.replace(".input.", ".output."))
+            if not target.exists():
+                lines = source.read_text().splitlines()
+                target.write_text("\n".join(answer_batch_file(lines, respond)) + "\n")
+                answered += len(lines)
+    assert status == 0
+    assert runs == 2  # genread: generate, then read
+    assert answered == live_calls
+    scores = [{k: p[k] for k in ("id", "prediction", "em", "f1")}
+              for p in read_lines(workspace / "batch" / "predictions.jsonl")]
+    live = [{k: p[k] for k in ("id", "prediction", "em", "f1")}
+            for p in read_lines(workspace / "live" / "predictions.jsonl")]
+    assert sorted(scores, key=str) == sorted(live, key=str)

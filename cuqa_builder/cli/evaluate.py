@@ -359,6 +359,8 @@ def _asked(args: argparse.Namespace) -> EvalCommand:
         command=args.command, method=args.method, data=args.data, split=args.split,
         limit=args.limit, aliases=args.aliases, judge_model=args.judge_model,
         judge_prompt=args.judge_prompt,
+        sweep=(args.param, tuple(parse_values(args.param, args.values)))
+        if args.command == "sweep" else None,
     )
 
 

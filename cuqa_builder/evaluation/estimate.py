@@ -14,7 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cuqa_builder.evaluation.datasets import load_items
+from cuqa_builder.evaluation.gap import sub_question_items
+from cuqa_builder.evaluation.sweep import option_field
 from cuqa_builder.judge import DEFAULT_JUDGE_PROMPT, judge
+from cuqa_builder.llm.cache import canonical_request, request_key
 from cuqa_builder.llm.estimate import CallPlan, calibration, describe
 from cuqa_builder.llm.prices import PriceTable
 from cuqa_builder.llm.settings import LOCAL_SLOTS_MAX, LLMSettings
@@ -40,19 +43,27 @@ class EvalCommand:
     aliases: bool = True
     judge_model: str | None = None
     judge_prompt: str = DEFAULT_JUDGE_PROMPT
+    sweep: tuple[str, tuple[float | int, ...]] | None = None  # (param, values)
 
 
 class PlanningGateway:
-    """Plans each call in `plan` and answers with stand-in text; calls nothing."""
+    """Plans each call in `plan` and answers with stand-in text; calls nothing. A request
+    planned before (`seen`: by cache key) is planned once, as the cache would answer it."""
 
-    def __init__(self, plan: CallPlan) -> None:
+    def __init__(self, plan: CallPlan, seen: set[str]) -> None:
         self.plan = plan
         self.model = plan.model
+        self._seen = seen
 
     async def chat(self, request: ChatRequest) -> ChatResult:
         chars = sum(len(m.get("content") or "") for m in request.messages)
         template = request.template or "chat"
-        out = self.plan.add(template, chars, request.max_tokens or 256, ANSWER_TOKENS)
+        key = request_key(canonical_request(self.model, request))
+        if key in self._seen:
+            out = 0.0
+        else:
+            self._seen.add(key)
+            out = self.plan.add(template, chars, request.max_tokens or 256, ANSWER_TOKENS)
         text = "No" if template.startswith("judge") else STAND_IN_ANSWER
         logprobs = [TokenLogprob(token=t, logprob=-0.1) for t in text.split()] \
             if request.logprobs else None
@@ -79,13 +90,18 @@ async def plan_evaluation(
     solver = get_solver(asked.method)
     retriever = None if asked.method in NO_RETRIEVAL else StandInRetriever()
     items = load_items(asked.data, split=asked.split, limit=asked.limit, aliases=asked.aliases)
-    for item in items:
-        run = SolverRun(PlanningGateway(plan), retriever, options)
-        answer = (await solver(item.question, run)).strip()
-        plan.rounds = max(plan.rounds, run.llm_calls)
-        if judge_plan is not None:
-            await judge(PlanningGateway(judge_plan), item.question, answer or "x", item.answers,
-                        asked.judge_prompt)
+    if asked.command == "gap":  # the composed questions, then each of their sub-questions
+        composed = [item for item in items if item.sub_questions]
+        items = [*composed, *sub_question_items(composed)]
+    seen: set[str] = set()
+    for run_options in _option_grid(asked, options):
+        for item in items:
+            run = SolverRun(PlanningGateway(plan, seen), retriever, run_options)
+            answer = (await solver(item.question, run)).strip()
+            plan.rounds = max(plan.rounds, run.llm_calls)
+            if judge_plan is not None:
+                await judge(PlanningGateway(judge_plan, seen), item.question, answer or "x",
+                            item.answers, asked.judge_prompt)
     plan.notes.append(f"{len(items)} items; each method's shortest path (a model that answers "
                       "at once): iterating or decomposing methods can call more")
     if judge_plan is not None and judge_plan is not plan:
@@ -94,6 +110,15 @@ async def plan_evaluation(
     if judge_plan is plan:
         plan.rounds += 1
     return [plan]
+
+
+def _option_grid(asked: EvalCommand, options: SolverOptions) -> list[SolverOptions]:
+    """The options of each run the command makes: one, or a sweep's one per value."""
+    if asked.sweep is None:
+        return [options]
+    param, values = asked.sweep
+    field = option_field(param, asked.method)
+    return [SolverOptions.checked(**{**options.model_dump(), field: value}) for value in values]
 
 
 async def estimate_evaluation(
@@ -105,8 +130,11 @@ async def estimate_evaluation(
                    else settings.concurrency)
     lines = [f"estimate for cuqa-eval {asked.command} --method {asked.method} (nothing was "
              "called or written):"]
-    if asked.command != "run":
-        lines.append(f"  one run of the method over the items; `{asked.command}` makes more "
-                     "(sweep: one per value; gap: the sub-questions too)")
+    if asked.command == "gap":
+        lines.append("  the composed questions and, as questions of their own, their "
+                     "sub-questions")
+    elif asked.sweep is not None:
+        lines.append(f"  one run per value of {asked.sweep[0]} ({len(asked.sweep[1])}); a call "
+                     "two values make alike is counted once (the cache answers it)")
     lines += [describe(plan, settings, prices, concurrency) for plan in plans]
     return "\n".join(lines)

@@ -11,7 +11,9 @@ the waiting calls are flushed as one round. Work that runs off the event loop an
 2. The rest are written as batch input JSONL (`custom_id` = the call's cache key), split at the
    provider's limits (requests and bytes per file), and submitted: uploaded and created through
    the Batch API (`--batch`), or left in `DIR/round-NNN.input.jsonl` for an offline engine
-   (`--batch-files DIR`). Each submission and its keys are recorded in the cache first.
+   (`--batch-files DIR`). Each submission and its keys are recorded in the cache first: an
+   uploaded file before its batch is created, so a process killed while creating it finds the
+   batch by its input file on the next run (or creates it then), never a second one.
 3. Answers (the output file; failures in the error file, or in the output file as vLLM writes
    them) go into the call cache, and the waiting coroutines go on, asking the next round's calls.
 
@@ -83,6 +85,10 @@ class BatchService(Protocol):
     async def upload(self, path: Path) -> str: ...
 
     async def create(self, file_id: str) -> BatchState: ...
+
+    async def find(self, file_id: str) -> BatchState | None:
+        """The batch created from input file `file_id`, if there is one."""
+        ...
 
     async def retrieve(self, batch_id: str) -> BatchState: ...
 
@@ -299,6 +305,8 @@ class Rounds:
                 item.future.exception()  # its caller may be gone already: no warning
 
     async def _round(self, waiting: dict[str, _Waiting]) -> None:
+        if self._service is not None:
+            await self._create_uploaded()
         earlier = self._submissions_holding(waiting)
         if earlier:
             log.info("%d calls are in %d batches submitted before; waiting for those",
@@ -308,6 +316,20 @@ class Rounds:
                 and key not in self._waiting]
         if rest:
             await self._settle(await self._submit(rest), waiting)
+
+    async def _create_uploaded(self) -> None:
+        """Input files a killed process uploaded without seeing their batch created: the batch
+        made from each, or a new one if none was (nothing was asked yet)."""
+        assert self._service is not None
+        for uploaded in self._cache.open_batches(self.kind, self._model, state="uploaded"):
+            state = await self._service.find(uploaded.input)
+            if state is None:
+                state = await self._service.create(uploaded.input)
+            else:
+                log.info("batch %s of %s was created before the process stopped; waiting for it",
+                         state.id, uploaded.input)
+            self._cache.batch_created(uploaded.id, state.id)
+            self._stats.batches += 1
 
     def _submissions_holding(
         self, waiting: dict[str, _Waiting]
@@ -361,12 +383,12 @@ class Rounds:
         with tempfile.TemporaryDirectory(prefix="cuqa-batch-") as scratch:
             for part in self._parts(items, lambda i: Path(scratch) / f"part-{i + 1}.jsonl"):
                 file_id = await self._service.upload(part.path)
+                uploaded = Submission(id=file_id, kind="api", model=self._model, input=file_id,
+                                      requests=len(part.keys), state="uploaded")
+                # Recorded before the batch is made: a killed process finds it by its file.
+                self._cache.open_batch(uploaded, [by_key[k].submitted for k in part.keys])
                 state = await self._service.create(file_id)
-                submission = Submission(id=state.id, kind="api", model=self._model,
-                                        input=file_id, requests=len(part.keys))
-                # Recorded before any wait: a killed process picks this batch up again.
-                self._cache.open_batch(submission, [by_key[k].submitted for k in part.keys])
-                submissions.append(submission)
+                submissions.append(self._cache.batch_created(file_id, state.id))
         self._stats.batches += len(submissions)
         return submissions
 

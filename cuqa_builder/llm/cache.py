@@ -10,8 +10,10 @@ request and the endpoint's JSON body are stored: never headers, keys or endpoint
 
 Batch rounds (`llm/batch.py`) also record here every batch they submit, with the keys of its
 requests, before they wait for it: a killed process that asks again finds the batch and waits
-for it instead of paying for the same requests twice. A submission's request rows are dropped
-once its answers are in the `calls` table.
+for it instead of paying for the same requests twice. A Batch API submission is recorded as soon
+as its input file is uploaded ("uploaded", under the file's id) and takes its batch's id once
+the batch is created ("open"): a process killed in between finds the batch by its input file.
+A submission's request rows are dropped once its answers are in the `calls` table.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, Json
 
@@ -122,7 +124,9 @@ class Submission(BaseModel):
     model: str
     input: str = Field(description="the provider's input file id, or the local input file")
     requests: int
-    state: str = "open"  # open until its answers are stored; then "closed"
+    # "uploaded" (a Batch API input file whose batch may not exist yet: `id` is the file's),
+    # "open" until its answers are stored, then "closed".
+    state: Literal["uploaded", "open", "closed"] = "open"
 
 
 class SubmittedRequest(BaseModel):
@@ -255,9 +259,9 @@ class CallCache:
             try:
                 self._db.execute(
                     "INSERT OR REPLACE INTO batch_submissions (id, kind, model, input, requests,"
-                    " state, created_at) VALUES (?, ?, ?, ?, ?, 'open', ?)",
+                    " state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
                     (submission.id, submission.kind, submission.model, submission.input,
-                     submission.requests, _now()),
+                     submission.requests, submission.state, _now()),
                 )
                 self._db.executemany(
                     "INSERT OR REPLACE INTO batch_requests (submission, key, request, template,"
@@ -270,12 +274,12 @@ class CallCache:
                 self._db.execute("ROLLBACK")
                 raise
 
-    def open_batches(self, kind: str, model: str) -> list[Submission]:
+    def open_batches(self, kind: str, model: str, state: str = "open") -> list[Submission]:
         with self._lock:
             rows = self._db.execute(
                 "SELECT id, kind, model, input, requests, state FROM batch_submissions"
-                " WHERE state = 'open' AND kind = ? AND model = ? ORDER BY created_at, id",
-                (kind, model),
+                " WHERE state = ? AND kind = ? AND model = ? ORDER BY created_at, id",
+                (state, kind, model),
             ).fetchall()
         return [Submission.model_validate(dict(zip(Submission.model_fields, row, strict=True)))
                 for row in rows]
@@ -296,6 +300,21 @@ class CallCache:
             ).fetchall()
         return {row[0]: SubmittedRequest(key=row[0], request=row[1], template=row[2],
                                          template_hash=row[3]) for row in rows}
+
+    def batch_created(self, uploaded: str, batch_id: str) -> Submission:
+        """The batch of an "uploaded" submission exists: the submission takes its id."""
+        with self._lock:
+            self._db.execute("BEGIN")
+            self._db.execute("UPDATE batch_submissions SET id = ?, state = 'open' WHERE id = ?",
+                             (batch_id, uploaded))
+            self._db.execute("UPDATE batch_requests SET submission = ? WHERE submission = ?",
+                             (batch_id, uploaded))
+            self._db.execute("COMMIT")
+            row = self._db.execute(
+                "SELECT id, kind, model, input, requests, state FROM batch_submissions"
+                " WHERE id = ?", (batch_id,),
+            ).fetchone()
+        return Submission.model_validate(dict(zip(Submission.model_fields, row, strict=True)))
 
     def close_batch(self, submission: str) -> None:
         """Its answers are stored: forget its requests, keep the record of the batch."""

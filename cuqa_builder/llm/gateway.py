@@ -322,10 +322,35 @@ class OpenAIBatches:
 
     async def create(self, file_id: str) -> BatchState:
         endpoint = COMPLETIONS_URL if self._gateway._settings.api == "completions" else CHAT_URL
-        batch = await self._retried("creating a batch", lambda: self._client.batches.create(
-            input_file_id=file_id, endpoint=endpoint, completion_window="24h",
-        ))
-        return _batch_state(batch)
+        tried = False
+
+        async def call() -> Any:
+            nonlocal tried
+            # A try that failed on the way back (a timeout) may have made the batch: look for it
+            # before asking again, so the same requests are never in two batches.
+            made = await self._find(file_id) if tried else None
+            tried = True
+            return made or await self._client.batches.create(
+                input_file_id=file_id, endpoint=endpoint, completion_window="24h",
+            )
+
+        return _batch_state(await self._retried("creating a batch", call))
+
+    async def find(self, file_id: str) -> BatchState | None:
+        made = await self._retried(f"looking for the batch of {file_id}",
+                                   lambda: self._find(file_id))
+        return None if made is None else _batch_state(made)
+
+    async def _find(self, file_id: str) -> Any:
+        """The newest batch whose input is `file_id`: batches are listed newest first, and none
+        made before the file was uploaded can hold it."""
+        uploaded = (await self._client.files.retrieve(file_id)).created_at
+        async for batch in self._client.batches.list(limit=100):
+            if batch.input_file_id == file_id:
+                return batch
+            if batch.created_at < uploaded:
+                return None
+        return None
 
     async def retrieve(self, batch_id: str) -> BatchState:
         return _batch_state(await self._retried(

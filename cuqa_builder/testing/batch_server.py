@@ -3,13 +3,16 @@
 `ScriptedBatches` is a `ScriptedLLM` that also answers, on 127.0.0.1, what the real `openai`
 client sends for the Batch API:
 - `POST /v1/files` (multipart, `purpose=batch`), `GET /v1/files/{id}/content`;
-- `POST /v1/batches`, `GET /v1/batches/{id}`, `POST /v1/batches/{id}/cancel`.
+- `POST /v1/batches`, `GET /v1/batches` (newest first, `limit` and `after`),
+  `GET /v1/batches/{id}`, `POST /v1/batches/{id}/cancel`.
 
 A batch moves one status per look (`GET`): validating -> in_progress -> completed, or failed at
 validation (`Plan.fail_validation`), or expired after answering only its first
 `Plan.expire_after` lines (the others go to the error file as `batch_expired`), as a real batch
 does. `hold()` keeps batches in_progress until `release()`, so a test can kill a client while
-its batch runs. Each input line is answered by the same responder as a live call (a reply with
+its batch runs; `hold_creates()` makes each batch asked for but keeps the answer to its
+`POST` back until `release()` (a client killed, or timed out, before it learns the batch id).
+Each input line is answered by the same responder as a live call (a reply with
 an error status goes to the error file, a partial failure); every line answered is counted as
 one paid call in `lines_answered`. Every request is logged in `log` ("POST /v1/batches"...).
 """
@@ -24,6 +27,7 @@ from dataclasses import dataclass, field
 from email.parser import BytesParser
 from email.policy import HTTP
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from cuqa_builder.testing.loopback import QuietHandler
 from cuqa_builder.testing.openai_server import (
@@ -91,14 +95,22 @@ class ScriptedBatches(ScriptedLLM):
         self.lines_answered = 0
         self._running = threading.Event()
         self._running.set()
+        self._answering_creates = threading.Event()
+        self._answering_creates.set()
+        self._created: dict[str, float] = {}  # file id -> when it was uploaded
         super().__init__(responder)
 
     def hold(self) -> None:
         """Keep every batch in_progress (a long batch) until `release()`."""
         self._running.clear()
 
+    def hold_creates(self) -> None:
+        """Make each batch asked for, but answer its `POST` only after `release()`."""
+        self._answering_creates.clear()
+
     def release(self) -> None:
         self._running.set()
+        self._answering_creates.set()
 
     def uploaded_ids(self) -> list[str]:
         """Every custom_id of every batch input file uploaded, in order (repeats included)."""
@@ -108,11 +120,13 @@ class ScriptedBatches(ScriptedLLM):
     def _new_file(self, name: str, data: bytes) -> str:
         file_id = f"file-{len(self.files) + 1}"
         self.files[file_id] = (name, data)
+        self._created[file_id] = int(time.time())
         return file_id
 
     def _file_json(self, file_id: str) -> dict[str, Any]:
         name, data = self.files[file_id]
-        return {"id": file_id, "object": "file", "bytes": len(data), "created_at": 0,
+        return {"id": file_id, "object": "file", "bytes": len(data),
+                "created_at": self._created[file_id],
                 "filename": name, "purpose": "batch", "status": "processed"}
 
     def _create(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -122,6 +136,19 @@ class ScriptedBatches(ScriptedLLM):
                        Plan(**vars(self.plan)))
         self.batches[batch.id] = batch
         return batch.as_json()
+
+    def _listing(self, query: dict[str, list[str]]) -> dict[str, Any]:
+        """A page of batches, newest first (as the real endpoint lists them)."""
+        newest_first = list(reversed(self.batches.values()))
+        after = query.get("after", [None])[0]
+        if after is not None:
+            newest_first = newest_first[[b.id for b in newest_first].index(after) + 1:]
+        limit = int(query.get("limit", ["20"])[0])
+        page = newest_first[:limit]
+        return {"object": "list", "data": [b.as_json() for b in page],
+                "first_id": page[0].id if page else None,
+                "last_id": page[-1].id if page else None,
+                "has_more": len(newest_first) > limit}
 
     def _advance(self, batch: _Batch) -> None:
         """One look at a batch moves it one status on."""
@@ -174,13 +201,16 @@ class ScriptedBatches(ScriptedLLM):
         class Handler(chat):  # type: ignore[misc, valid-type]
             def do_GET(self) -> None:
                 fake.log.append(f"GET {self.path}")
-                parts = self.path.rstrip("/").split("/")  # "", v1, files|batches, id, ...
+                url = urlsplit(self.path)
+                parts = url.path.rstrip("/").split("/")  # "", v1, files|batches, id, ...
                 with fake.lock:
                     if parts[2:3] == ["files"] and parts[-1] == "content":
                         _, data = fake.files[parts[3]]
                         self.send_body(200, data, "application/octet-stream", {})
                     elif parts[2:3] == ["files"] and len(parts) == 4:
                         self._reply(fake._file_json(parts[3]))
+                    elif parts[2:] == ["batches"]:
+                        self._reply(fake._listing(parse_qs(url.query)))
                     elif parts[2:3] == ["batches"] and len(parts) == 4:
                         batch = fake.batches[parts[3]]
                         fake._advance(batch)
@@ -194,13 +224,17 @@ class ScriptedBatches(ScriptedLLM):
                     return
                 fake.log.append(f"POST {self.path}")
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if self.path == "/v1/batches":
+                    with fake.lock:
+                        created = fake._create(json.loads(body))
+                    fake._answering_creates.wait()  # the batch exists whether or not we answer
+                    self._reply(created)
+                    return
                 with fake.lock:
                     if self.path == "/v1/files":
                         fields = _multipart(self.headers["Content-Type"], body)
                         name, data = fields["file"]
                         self._reply(fake._file_json(fake._new_file(name or "input", data)))
-                    elif self.path == "/v1/batches":
-                        self._reply(fake._create(json.loads(body)))
                     elif self.path.endswith("/cancel"):
                         batch = fake.batches[self.path.split("/")[3]]
                         batch.status = "cancelled"
