@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from cuqa_builder.llm.cache import CallCache, canonical_request, request_key
+from cuqa_builder.llm.cache import CallCache, CallRow, canonical_request, request_key
 from cuqa_builder.llm.gateway import Gateway, open_gateway
 from cuqa_builder.llm.settings import LLMSettings
 from cuqa_builder.llm.types import ChatRequest, ChatResult, LLMError
@@ -164,9 +164,9 @@ def test_hits_counted_in_a_cache_file_made_before_the_hits_table_still_count(
 ) -> None:
     cache = CallCache(tmp_path / "c.sqlite")
     key = request_key(canonical_request("scripted", ask("hi")))
-    cache.put(key, model="scripted", canonical_request="{}", response_json='{"choices": []}',
-              prompt_tokens=1, completion_tokens=1, latency_s=0.1, cost=0.0, template=None,
-              template_hash=None)
+    cache.put(CallRow(key=key, model="scripted", canonical_request="{}",
+                      response_json='{"choices": []}', prompt_tokens=1, completion_tokens=1,
+                      latency_s=0.1, cost=0.0, template=None, template_hash=None))
     with sqlite3.connect(tmp_path / "c.sqlite") as old_layout:
         old_layout.execute("UPDATE calls SET hits = 3 WHERE key = ?", (key,))
     cache.count_hit(key)

@@ -226,31 +226,9 @@ class CallCache:
                 )
                 self._db.execute("COMMIT")
 
-    def put(
-        self,
-        key: str,
-        *,
-        model: str,
-        canonical_request: str,
-        response_json: str,
-        prompt_tokens: int,
-        completion_tokens: int,
-        latency_s: float,
-        cost: float,
-        template: str | None,
-        template_hash: str | None,
-    ) -> None:
+    def put(self, row: CallRow) -> None:
         """Store (or, on a refresh, replace) a finished call."""
-        with self._lock:
-            self._db.execute(
-                "INSERT OR REPLACE INTO calls (key, model, request, response, prompt_tokens,"
-                " completion_tokens, latency_s, cost, template, template_hash, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    key, model, canonical_request, response_json, prompt_tokens,
-                    completion_tokens, latency_s, cost, template, template_hash, _now(),
-                ),
-            )
+        self.put_many([row])
 
     def open_batch(self, submission: Submission, requests: list[SubmittedRequest]) -> None:
         """Record a submitted batch and its requests, in one transaction."""

@@ -152,18 +152,12 @@ class Gateway:
         result.cost = self._prices.cost(self.model, result.prompt_tokens, result.completion_tokens)
         self._count(result)
         if self._cache is not None:
-            self._cache.put(
-                key,
-                model=self.model,
-                canonical_request=canonical,
-                response_json=stored,
-                prompt_tokens=result.prompt_tokens,
-                completion_tokens=result.completion_tokens,
-                latency_s=latency,
-                cost=result.cost,
-                template=request.template,
+            self._cache.put(CallRow(
+                key=key, model=self.model, canonical_request=canonical, response_json=stored,
+                prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
+                latency_s=latency, cost=result.cost, template=request.template,
                 template_hash=request.template_hash,
-            )
+            ))
         return result
 
     def _body(self, request: ChatRequest) -> dict[str, Any]:
