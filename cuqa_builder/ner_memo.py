@@ -33,7 +33,9 @@ class NerMemo:
     """Safe to share between threads: one connection behind a lock."""
 
     def __init__(self, path: Path, pipeline: str) -> None:
-        self._db = open_store(path, _SCHEMA)
+        self._db = open_store(
+            path, _SCHEMA, remedy="move it aside: the entities are found again as they are needed"
+        )
         self._pipeline = pipeline
         self._lock = threading.Lock()
 

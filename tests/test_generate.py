@@ -478,3 +478,15 @@ def test_a_passage_seen_before_takes_its_entities_from_the_memo(tmp_path: Path) 
     memo.close()
     assert _entities_of(PASSAGE, tmp_path / "memo.sqlite") == planted
     assert _entities_of(PASSAGE + " Later.", tmp_path / "memo.sqlite") != planted
+
+
+def test_a_damaged_memo_is_one_clear_error_naming_it(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "run"
+    write_jsonl(out / "events.jsonl", make_events(4))
+    (out / "passage-entities.sqlite").write_bytes(b"not a database at all" * 100)
+    with ScriptedLLM(AlgorithmResponder()) as llm:
+        assert main(["--out", str(out), "--cutoff", "2023-04", "--stage", "generate", "-q",
+                     "--base-url", llm.base_url, "--model", "scripted"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"{out / 'passage-entities.sqlite'} is not a usable cache database" in err
+    assert err.endswith("move it aside: the entities are found again as they are needed")
