@@ -36,6 +36,7 @@ from cuqa_builder.generation.algorithm import (
 )
 from cuqa_builder.generation.estimate import plan_easy, plan_hard
 from cuqa_builder.generation.hard import choose_pairs, merge_pair
+from cuqa_builder.generation.recipes import RECIPES
 from cuqa_builder.generation.yield_report import item_calls
 from cuqa_builder.grounding.article_text import article_text
 from cuqa_builder.grounding.articles import ArticleStore, open_article_store
@@ -92,6 +93,7 @@ class Tally:
     refused: int = 0  # outputs a step check refused (asked again, or the step failed)
     repaired: int = 0  # items written after at least one refused output
     articles: str = ""  # --known-source wiki: what the article lookups did
+    set_aside: Counter[str] = field(default_factory=Counter)  # entities no bridge, by reason
     reasons: Counter[str] = field(default_factory=Counter)  # "step: reason" of each failure
 
     @property
@@ -177,11 +179,12 @@ def _known_articles(
 
 
 def _with_a_known_bridge(
-    events: list[Event], known: dict[str, KnownArticle], tally: Tally
+    events: list[Event], known: dict[str, KnownArticle], tally: Tally, generator: Generator
 ) -> list[Event]:
-    """--known-source wiki: an event none of whose entities had an article at the cutoff has no
+    """--known-source wiki: an event none of whose bridges had an article at the cutoff has no
     bridge to ask about (a finding of the lookups, not a failure to retry): it is skipped."""
-    usable = [e for e in events if any(entity_key(x) in known for x in e.entities)]
+    usable = [e for e in events
+              if any(entity_key(x) in known for x in generator.bridge_candidates(e))]
     tally.no_article = len(events) - len(usable)
     return usable
 
@@ -304,8 +307,9 @@ async def _run_jobs(
         await asyncio.gather(*(worker() for _ in range(min(limit, total))))
 
 
-def _easy_jobs(generator: Generator, events: Iterable[Event]) -> Iterator[_Job]:
+def _easy_jobs(generator: Generator, events: Iterable[Event], tally: Tally) -> Iterator[_Job]:
     for e in events:
+        generator.bridge_candidates(e, tally.set_aside)  # counts the entities it leaves out
         yield _Job(candidate_id(generator.seed, e.id), partial(generator.easy, e), event_id=e.id)
 
 
@@ -407,8 +411,11 @@ def estimate(ctx: RunContext, settings: LLMSettings, model: str) -> CallPlan:
     tally = Tally()
     todo, _, hard_done = _todo(ctx, tally, drop_stale=False)
     plan = CallPlan(model, calibration(settings, model))
-    sampling, templates = Sampling(), load_templates()
-    easy = plan_easy(plan, todo(), ctx.options.generate.seed, templates, sampling)
+    recipe = RECIPES[ctx.options.generate.prompts]
+    sampling, templates = Sampling(), load_templates(recipe.steps)
+    known_source = ctx.options.generate.known_source or recipe.default_known_source
+    easy = plan_easy(plan, todo(), ctx.options.generate.seed, templates, sampling, recipe,
+                     known_source)
     easy_made = tally.already_done + easy
     pairs = min(max(0, ctx.options.generate.hard - hard_done), easy_made // 2)
     plan_hard(plan, pairs, templates, sampling)
@@ -432,31 +439,29 @@ async def _run(ctx: RunContext, tally: Tally) -> tuple[str, GatewayStats, CallPl
     writer = _Writer(ctx, tally)
     try:
         options = ctx.options.generate
-        known: dict[str, KnownArticle] = {}
-        if options.known_source == "wiki":  # wiki passages: the events are looked up first
-            events = list(todo())
-            known = _known_articles(ctx, events, tally)
-            usable = _with_a_known_bridge(events, known, tally)
-            todo, count = (lambda: iter(usable)), len(usable)
         async with open_gateway(settings) as gateway:
             async def passage_entities(text: str) -> list[Entity]:
                 # spaCy runs in a thread; a batch round waits for it (the ABC question's call).
                 async with gateway.outside_work():
                     return await find_entities(text)
 
-            generator = Generator(
+            generator = RECIPES[options.prompts](
                 gateway, passage_entities, seed=seed, cutoff=ctx.window.label,
                 attempts=options.attempts, known_source=options.known_source,
-                known_articles=known,
             )
+            if generator.known_source == "wiki":  # wiki passages: the events are looked up first
+                events = list(todo())
+                generator.known_articles = _known_articles(ctx, events, tally)
+                usable = _with_a_known_bridge(events, generator.known_articles, tally, generator)
+                todo, count = (lambda: iter(usable)), len(usable)
             save_run_info(ctx.out, generation=GenerationInfo(
                 model=gateway.model, seed=seed, sampling=generator.sampling.model_dump(),
                 prompts=generator.prompt_hashes, hard=options.hard, attempts=options.attempts,
-                known_source=options.known_source,
+                known_source=generator.known_source, recipe=generator.recipe,
             ))
-            if count and not settings.batched and options.known_source == "model":
+            if count and not settings.batched and generator.known_source == "model":
                 find_entities.start()  # the pipeline loads while the first calls are answered
-            await _run_jobs(ctx, "generate", _easy_jobs(generator, todo()), count, writer,
+            await _run_jobs(ctx, "generate", _easy_jobs(generator, todo(), tally), count, writer,
                             in_flight, gateway.stats)
             if ctx.options.generate.hard:
                 entities = {e.id: e.entities for e in iter_jsonl(ctx.path(EVENTS), Event)}
@@ -495,6 +500,9 @@ def _summary(
                  f"refused by their step check; {tally.repaired} items written after a retry")
     if tally.articles:
         lines.append(f"  articles at the cutoff: {tally.articles}")
+    if tally.set_aside:
+        reasons = "; ".join(f"{n} {why}" for why, n in tally.set_aside.most_common())
+        lines.append(f"  entities set aside as bridges: {reasons}")
     lines.append(
         f"  LLM {model}: {stats.calls} calls, {stats.cache_hits} cache hits, "
         f"{stats.prompt_tokens} tokens in, {stats.completion_tokens} out, ${stats.cost:.4f}"

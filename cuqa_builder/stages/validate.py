@@ -53,10 +53,21 @@ from cuqa_builder.run import (
     RunContext,
     ValidationInfo,
     check_replacement,
+    load_run_info,
     save_run_info,
 )
 from cuqa_builder.stages.options import BuildOptions
 from cuqa_builder.validation.checks import CHECK_NAMES, CheckReport, check_all
+from cuqa_builder.validation.connected import (
+    CHECK_SAMPLING,
+    CONNECTED,
+    CONNECTED_ERROR,
+    CONNECTED_TEMPLATE,
+    ConnectedChecker,
+    check_connected_all,
+    masked_question,
+    record_connected,
+)
 from cuqa_builder.validation.critic import (
     CRITIC_CHECKS,
     CRITIC_ERROR,
@@ -146,8 +157,45 @@ PROBE_OUT_TOKENS, JUDGE_OUT_TOKENS = 8, 2
 
 
 def estimate(ctx: RunContext, planned_candidates: int = 0) -> list[CallPlan]:
-    """The probes' calls (and the judge's) for the candidates that pass the checks now, plus
-    `planned_candidates` not generated yet; none without --probe-model."""
+    """The `connected` check's calls and the probes' (and the judge's) for the candidates that
+    pass the checks now, plus `planned_candidates` not generated yet."""
+    candidates = read_jsonl(ctx.path(CANDIDATES), Candidate)
+    report = check_all(candidates, ctx.options.checks.limits)
+    passed = [c for c, v in zip(candidates, report.validations, strict=True) if v.passed]
+    plans = _probe_estimate(ctx, passed, planned_candidates)
+    settings = resolve_settings(ctx.options.llm, default_cache=ctx.path(LLM_CACHE))
+    model = checker_model(ctx, settings.model or settings.local)
+    if model is not None:
+        plans.insert(0, _connected_estimate(ctx, model, passed, planned_candidates))
+    return plans
+
+
+def _connected_estimate(
+    ctx: RunContext, model: str, passed: list[Candidate], planned_candidates: int
+) -> CallPlan:
+    """One closed-book call per easy item (two per hard one)."""
+    from cuqa_builder.llm.estimate import CallPlan, calibration
+
+    settings = model_settings(ctx.options, ctx.path(LLM_CACHE), model,
+                              ctx.options.checks.check_base_url)
+    plan = CallPlan(model, calibration(settings, model), rounds=1)
+    template = load_prompt(CONNECTED_TEMPLATE)
+    easy = [item for c in passed for item in (c.sub_items if c.difficulty == "hard" else [c])]
+    questions = [masked_question(item) for item in easy]
+    questions += ["x" * plan.calibration.chars(20)] * planned_candidates
+    if planned_candidates:
+        plan.notes.append(f"connected: the {planned_candidates} candidates not generated yet "
+                          "are assumed to pass the checks")
+    for question in questions:
+        plan.add("connected", len(template.render(question=question)),
+                 int(CHECK_SAMPLING["max_tokens"]), PROBE_OUT_TOKENS, template=CONNECTED_TEMPLATE)
+    return plan
+
+
+def _probe_estimate(
+    ctx: RunContext, passed: list[Candidate], planned_candidates: int
+) -> list[CallPlan]:
+    """The probes' calls (and the judge's); none without --probe-model."""
     from cuqa_builder.judge import DEFAULT_JUDGE_PROMPT, judge_prompt
     from cuqa_builder.llm.estimate import CallPlan, calibration
 
@@ -163,12 +211,10 @@ def estimate(ctx: RunContext, planned_candidates: int = 0) -> list[CallPlan]:
         judge = plan if judge_model == probe_model else CallPlan(
             judge_model, calibration(judging, judge_model))
         judge.rounds = 2
-    candidates = read_jsonl(ctx.path(CANDIDATES), Candidate)
-    report = check_all(candidates, options.checks.limits)
     asked = [([c.question, *(s.question for s in c.sub_questions if s.kind == "known")],
               "\n".join(f"{s.question} {s.answer}." for s in c.sub_questions
                         if s.kind == "unknown"))
-             for c, v in zip(candidates, report.validations, strict=True) if v.passed]
+             for c in passed]
     if planned_candidates:
         typical = "x" * plan.calibration.chars(30)
         asked += [([typical, typical], typical)] * planned_candidates
@@ -212,6 +258,36 @@ async def _criticise(
         mode = "advisory" if checks.critic_advisory else "failing items"
         return (f"critic: {len(indexes)} candidates judged by {gateway.model} ({mode}); "
                 f"{gateway.stats.calls} calls, {gateway.stats.cache_hits} from the cache")
+
+
+def checker_model(ctx: RunContext, planned: str | None = None) -> str | None:
+    """The `connected` check's model: --check-model, else the generator (recorded, or
+    `planned` before generation ran); None: no check."""
+    chosen = ctx.options.checks.check_model
+    if chosen == "none":
+        return None
+    generation = load_run_info(ctx.out).generation
+    return chosen or (generation.model if generation else planned)
+
+
+async def _check_connected(
+    ctx: RunContext, model: str, candidates: Sequence[Candidate], report: CheckReport
+) -> str:
+    """Ask the checker about the candidates that passed the checks so far; returns a summary."""
+    from cuqa_builder.llm.gateway import open_gateway
+
+    indexes = [i for i, v in enumerate(report.validations) if v.passed]
+    settings = model_settings(ctx.options, ctx.path(LLM_CACHE), model,
+                              ctx.options.checks.check_base_url)
+    async with open_gateway(settings) as gateway:
+        outcomes = await check_connected_all(
+            ConnectedChecker(gateway), [candidates[i] for i in indexes],
+            progress=not ctx.options.quiet,
+        )
+        record_connected(report, indexes, outcomes, gateway.model)
+        return (f"connected: {len(indexes)} candidates asked with the event masked, by "
+                f"{gateway.model}; {gateway.stats.calls} calls, {gateway.stats.cache_hits} from "
+                "the cache")
 
 
 def _grounding(
@@ -276,6 +352,8 @@ def _summary(
         lines += [headline, *(_count_table(report, names) if names else [])]
     if errors := report.failed[PROBE_ERROR]:
         lines.append(f"  {errors} candidates could not be probed: run validate again")
+    if errors := report.failed[CONNECTED_ERROR]:
+        lines.append(f"  {errors} candidates could not be asked by the checker: run again")
     if errors := report.failed[CRITIC_ERROR]:
         lines.append(f"  {errors} candidates could not be judged by the critic: run again")
     return "\n".join([*lines, *yield_lines])
@@ -295,6 +373,16 @@ def run(ctx: RunContext) -> str:
     ]
     _mark_stale(ctx, candidates, report)
     settings = ValidationInfo(limits=limits)
+    if model := checker_model(ctx):
+        line = asyncio.run(_check_connected(ctx, model, candidates, report))
+        extra.append((line, (CONNECTED,)))
+        settings = settings.model_copy(update={
+            "check_model": model,
+            "prompts": {CONNECTED_TEMPLATE: load_prompt(CONNECTED_TEMPLATE).sha256},
+        })
+    else:
+        extra.append(("connected: not checked (no generator recorded and no --check-model)",
+                      ()))
     if options.checks.probe_model:
         model, judge_name, stats = asyncio.run(
             _probe(options, ctx.path(LLM_CACHE), candidates, report)
@@ -305,9 +393,10 @@ def run(ctx: RunContext) -> str:
             f"{stats.calls} calls, {stats.cache_hits} from the cache", PROBE_CHECKS,
         ))
         prompts = {name: load_prompt(name).sha256 for name in (CLOSED_BOOK, WITH_UNKNOWN_ANSWER)}
-        settings = settings.model_copy(
-            update={"probe_model": model, "judge": judge_name, "prompts": prompts}
-        )
+        settings = settings.model_copy(update={
+            "probe_model": model, "judge": judge_name,
+            "prompts": {**(settings.prompts or {}), **prompts},
+        })
     if options.checks.critic_model:
         line = asyncio.run(_criticise(options, ctx.path(LLM_CACHE), candidates, report))
         extra.append((line, CRITIC_CHECKS))

@@ -1,0 +1,280 @@
+"""The connected recipe (`--prompts connected`, the default): items a model can answer only by
+learning the event.
+
+The paper's recipe lets the model merge two free-standing questions, and the known question it
+writes tends to identify the answer by itself (a shortcut). Here the model writes less and the
+structure does the rest:
+- the bridge is described **only through the event** (a noun phrase with its details and date);
+- ABC: the known question asks **one property of the bridge** (its answer a link of the bridge's
+  article at the cutoff, or an entity of a passage written "as known before" the cutoff), and
+  the merged question is that question with the bridge's name replaced by the description;
+- AAB: the known part is a **category with several members** holding the bridge, and the merged
+  question asks which member of it the description picks out.
+So the merge adds nothing but the event, and masking the description leaves a question (kept as
+`masked_question`) that the `connected` check asks closed-book.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import ClassVar
+
+from cuqa_builder.generation.algorithm import (
+    MERGE_QUESTIONS,
+    Draws,
+    GenerationError,
+    Generator,
+    Step,
+    StepCheck,
+    StepResult,
+    draw,
+    names_found,
+    same_entity,
+)
+from cuqa_builder.generation.bridges import (
+    canonical_name,
+    kind_of,
+    mention,
+    names_of,
+    set_aside_reason,
+    substitute,
+    surface_name,
+    usable,
+)
+from cuqa_builder.generation.output_parsing import OutputError, parse_passage, parse_question
+from cuqa_builder.grounding.keys import entity_key
+from cuqa_builder.records import Candidate, Entity, Event, Intermediates
+from cuqa_builder.validation.question_form import form_problem
+
+_MIN_DESCRIPTION_WORDS, _MAX_DESCRIPTION_WORDS = 5, 35
+_MAX_KNOWN_QUESTION_WORDS = 16  # besides the bridge's name: one property, no room for clues
+_MAX_CATEGORY_WORDS = 10
+_LEAD_IN = re.compile(r"^(?:noun phrase|description|category|answer)\s*:\s*", re.IGNORECASE)
+_QUOTES = "\"'“”‘’«»`*"
+_NONE = re.compile(r"^\W*none\b", re.IGNORECASE)
+
+
+def parse_phrase(raw: str) -> str:
+    """The first line of a reply that should be a bare phrase: no label, quotes or full stop."""
+    lines = [line.strip().strip(_QUOTES).strip() for line in parse_passage(raw).splitlines()]
+    phrase = _LEAD_IN.sub("", next((line for line in lines if line), "")).strip(_QUOTES).strip()
+    phrase = phrase.rstrip(".").strip()
+    if not phrase:
+        raise OutputError("no phrase in the model output")
+    return phrase
+
+
+DESCRIBE_BRIDGE = Step(
+    "DescribeBridge", "connected_describe_bridge",
+    frozenset({"event", "date", "bridge", "kind"}), parse_phrase,
+)
+KNOWN_PASSAGE = Step(
+    "KnownPassage", "connected_known_passage", frozenset({"entity", "event", "cutoff"}),
+    parse_passage, long_output=True,
+)
+PROPERTY_QUESTION = Step(
+    "PropertyQuestion", "connected_known_question",
+    frozenset({"passage", "bridge", "answer", "event", "cutoff"}), parse_question,
+)
+CATEGORY = Step(
+    "Category", "connected_category", frozenset({"bridge", "passage", "kind", "cutoff"}),
+    parse_phrase,
+)
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+def description_check(names: list[str], year: int) -> StepCheck:
+    def check(phrase: str) -> str | None:
+        if found := names_found(phrase, names):
+            return f"the description names the bridge {found!r}"
+        if phrase.endswith("?") or not phrase.lower().startswith("the "):
+            return "the description is not a noun phrase starting with 'the'"
+        if not _MIN_DESCRIPTION_WORDS <= _words(phrase) <= _MAX_DESCRIPTION_WORDS:
+            return (f"the description has {_words(phrase)} words (not "
+                    f"{_MIN_DESCRIPTION_WORDS}-{_MAX_DESCRIPTION_WORDS})")
+        if str(year) not in phrase:
+            return f"the description does not date the event ({year})"
+        return None
+
+    return check
+
+
+def property_check(bridge: list[str], answer: list[str]) -> StepCheck:
+    def check(question: str) -> str | None:
+        if problem := form_problem(question):
+            return f"the known question: {problem}"
+        if found := names_found(question, answer):
+            return f"the known question names its own answer {found!r}"
+        match = mention(question, bridge)
+        if match is None:
+            return f"the known question does not name the bridge {bridge[0]!r} as written"
+        if _words(question) - _words(match.group()) > _MAX_KNOWN_QUESTION_WORDS:
+            return "the known question says more than one property of the bridge"
+        return None
+
+    return check
+
+
+def category_check(bridge: list[str]) -> StepCheck:
+    def check(category: str) -> str | None:
+        if _NONE.match(category):
+            return "no category with several members holds the bridge"
+        if found := names_found(category, bridge):
+            return f"the category names the bridge {found!r}"
+        if not 1 < _words(category) <= _MAX_CATEGORY_WORDS:
+            return f"the category {category!r} is not a short plural noun phrase"
+        return None
+
+    return check
+
+
+def _strip_the(phrase: str) -> str:
+    return phrase[4:] if phrase.lower().startswith("the ") else phrase
+
+
+@dataclass(frozen=True)
+class _Bridge:
+    entity: Entity  # as the event names it, cleaned
+    key: str  # its article's key (from the entity as the event file has it)
+    names: list[str]  # every name a question could call it by
+
+    @property
+    def kind(self) -> str:
+        return kind_of(self.entity)
+
+
+def _bridge(entity: Entity) -> _Bridge:
+    clean = entity.model_copy(update={"text": surface_name(entity.text)})
+    return _Bridge(clean, entity_key(entity), names_of(entity))
+
+
+def _answer_names(entity: Entity) -> tuple[str, list[str]]:
+    """The canonical answer and its aliases (the name as written, when it differs)."""
+    answer = canonical_name(entity)
+    aliases = [n for n in dict.fromkeys([surface_name(entity.text)]) if n.casefold()
+               != answer.casefold()]
+    return answer, aliases
+
+
+@dataclass
+class ConnectedGenerator(Generator):
+    recipe: ClassVar[str] = "connected"
+    steps: ClassVar[tuple[Step, ...]] = (
+        DESCRIBE_BRIDGE, KNOWN_PASSAGE, PROPERTY_QUESTION, CATEGORY, MERGE_QUESTIONS,
+    )
+    default_known_source: ClassVar = "wiki"
+
+    @classmethod
+    def bridge_candidates(cls, event: Event, set_aside: Counter[str] | None = None
+                          ) -> list[Entity]:
+        """Named things only (no demonyms, common nouns, offices, dates)."""
+        return usable(event.entities, set_aside)
+
+    async def easy(self, event: Event) -> Candidate:
+        pool = self._bridge_pool(event)
+        draws = draw(self.seed, event.id, len(pool))
+        spent: list = []
+        try:
+            return await self._compose(event, _bridge(pool[draws.cur_index]), draws, spent)
+        except GenerationError as exc:
+            exc.branch = "AAB" if draws.aab else "ABC"
+            exc.attempts = [*spent, *exc.attempts]
+            raise
+
+    async def _step(
+        self, step: Step, values: dict[str, str], draws: Draws, spent: list,
+        check: StepCheck | None = None,
+    ) -> str:
+        result: StepResult = await self.call(step, values, draws.api_seed, check)
+        spent += result.attempts
+        return result.parsed
+
+    async def _known_passage(self, event: Event, bridge: _Bridge, draws: Draws,
+                             spent: list) -> str:
+        if self.known_source == "wiki":
+            return self.known_articles[bridge.key].passage
+        return await self._step(KNOWN_PASSAGE, {
+            "entity": bridge.entity.text, "event": event.text, "cutoff": self.cutoff,
+        }, draws, spent)
+
+    async def _known_answer(self, passage: str, bridge: _Bridge, fraction: float) -> Entity | None:
+        """k_ent: a named thing of the passage (the article's links, else NER) other than the
+        bridge."""
+        if self.known_source == "wiki":
+            found = self._linked_entities(passage, bridge.entity)
+        else:
+            found = await self.find_entities(passage)
+        pool = [e for e in found
+                if set_aside_reason(e) is None and not same_entity(e, bridge.entity)]
+        return pool[int(fraction * len(pool))] if pool else None
+
+    async def _compose(self, event: Event, bridge: _Bridge, draws: Draws,
+                       spent: list) -> Candidate:
+        description = await self._step(DESCRIBE_BRIDGE, {
+            "event": event.text, "date": f"{event.date:%-d %B %Y}", "bridge": bridge.entity.text,
+            "kind": bridge.kind,
+        }, draws, spent, description_check(bridge.names, event.date.year))
+        passage = await self._known_passage(event, bridge, draws, spent)
+        k_ent = None if draws.aab else await self._known_answer(passage, bridge, draws.k_fraction)
+        if k_ent is None:
+            return await self._aab(event, bridge, description, passage, draws, spent,
+                                   fallback=None if draws.aab else
+                                   f"no named thing other than {bridge.entity.text!r} in the "
+                                   "known passage")
+        return await self._abc(event, bridge, k_ent, description, passage, draws, spent)
+
+    async def _abc(self, event: Event, bridge: _Bridge, k_ent: Entity, description: str,
+                   passage: str, draws: Draws, spent: list) -> Candidate:
+        answer, aliases = _answer_names(k_ent)
+        known = await self._step(PROPERTY_QUESTION, {
+            "passage": passage, "bridge": bridge.entity.text, "answer": k_ent.text,
+            "event": event.text, "cutoff": self.cutoff,
+        }, draws, spent, property_check(bridge.names, [answer, *aliases]))
+        merged = substitute(known, bridge.names, description)
+        masked = substitute(known, bridge.names, f"a certain {bridge.kind}")
+        assert merged is not None and masked is not None  # the step check found the name
+        steps = self._intermediates(
+            "ABC", event, bridge, description, passage, known, answer, merged, masked, spent,
+            k_ent=k_ent,
+        )
+        return self.candidate(event, answer, aliases, steps, {DESCRIBE_BRIDGE, PROPERTY_QUESTION,
+                                                              *self._passage_step()})
+
+    async def _aab(self, event: Event, bridge: _Bridge, description: str, passage: str,
+                   draws: Draws, spent: list, fallback: str | None) -> Candidate:
+        category = _strip_the(await self._step(CATEGORY, {
+            "bridge": bridge.entity.text, "passage": passage, "kind": bridge.kind,
+            "cutoff": self.cutoff,
+        }, draws, spent, category_check(bridge.names)))
+        answer, aliases = _answer_names(bridge.entity)
+        steps = self._intermediates(
+            "AAB", event, bridge, description, passage, f"What are the {category}?", answer,
+            f"Which of the {category} is {description}?",
+            f"Which of the {category} is a certain {bridge.kind}?", spent,
+            category=category, fallback=fallback,
+        )
+        return self.candidate(event, answer, aliases, steps,
+                              {DESCRIBE_BRIDGE, CATEGORY, *self._passage_step()})
+
+    def _passage_step(self) -> set[Step]:
+        return {KNOWN_PASSAGE} if self.known_source == "model" else set()
+
+    def _intermediates(
+        self, branch: str, event: Event, bridge: _Bridge, description: str, passage: str,
+        known: str, answer: str, merged: str, masked: str, spent: list, *,
+        k_ent: Entity | None = None, category: str | None = None, fallback: str | None = None,
+    ) -> Intermediates:
+        article = self.known_articles.get(bridge.key)
+        return Intermediates(
+            branch=branch, cur_ent=bridge.entity, k_ent=k_ent, known_passage=passage,
+            unknown_question=f"{'Who' if bridge.kind == 'person' else 'What'} is {description}?",
+            known_question=known, known_answer=answer, merged_question=merged, calls=spent,
+            fallback=fallback, known_source=self.known_source,
+            known_article=article.evidence if article and self.known_source == "wiki" else None,
+            bridge_description=description, category=category, masked_question=masked,
+        )
