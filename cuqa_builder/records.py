@@ -289,12 +289,15 @@ class CriticVerdict(Record):
 
 
 class ConnectedVerdict(Record):
-    """What a checker model answered to the question with the event masked (`connected`)."""
+    """What a checker model answered closed-book: the question with the event masked
+    (`connected`), or which bridge the event's description points to (`bridge_hidden`)."""
 
-    masked_question: str
+    check: Literal["connected", "bridge_hidden"] = "connected"
+    question: str = Field(description="what the checker was asked")
     reply: str
     model: str
-    passed: bool = Field(description="the reply does not give the item's answer")
+    passed: bool = Field(description="the reply gives neither the answer (connected) nor the "
+                         "bridge (bridge_hidden)")
     item: str | None = Field(default=None, description="for hard items: the easy item asked")
 
 

@@ -37,7 +37,8 @@ def _api_key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _args(out: Path, base_url: str, *extra: str) -> list[str]:
-    return ["--out", str(out), "--cutoff", "2023-04", "--stage", "generate", "-q",
+    return ["--out", str(out), "--cutoff", "2023-04", "--prompts", "paper", "--stage", "generate",
+            "-q",
             "--base-url", base_url, "--model", "scripted", "--concurrency", "4", *extra]
 
 
@@ -276,7 +277,8 @@ def test_a_batch_made_by_a_create_that_timed_out_is_not_made_again(
 
 
 def _files_args(out: Path, directory: Path, *extra: str) -> list[str]:
-    return ["--out", str(out), "--cutoff", "2023-04", "--stage", "generate", "-q",
+    return ["--out", str(out), "--cutoff", "2023-04", "--prompts", "paper", "--stage", "generate",
+            "-q",
             "--model", "Qwen/Qwen2.5-7B-Instruct", "--batch-files", str(directory), *extra]
 
 

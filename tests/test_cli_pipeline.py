@@ -47,7 +47,8 @@ def servers(monkeypatch):
 
 def _build(wiki: MediaWikiServer, llm: ScriptedLLM, tmp_path: Path) -> int:
     return main([
-        "--cutoff", "2023-04", "--until", "2023-12-31", "--out", str(tmp_path / "run"),
+        "--cutoff", "2023-04", "--prompts", "paper", "--until", "2023-12-31", "--out",
+        str(tmp_path / "run"),
         "--wiki-api", wiki.api_url, "--wiki-interval", "0", "--sources", "year",
         "--base-url", llm.base_url, "--model", "scripted", "--limit", "5", "--hard", "1",
         "--name", "sample", "--output-root", str(tmp_path / "output"), "--quiet",
@@ -108,7 +109,8 @@ def test_review_tasks_link_fetched_revisions_only(servers, tmp_path: Path) -> No
 
     snapshot_run = tmp_path / "from-snapshot"
     assert main([
-        "--cutoff", "2023-04", "--until", "2023-12-31", "--out", str(snapshot_run),
+        "--cutoff", "2023-04", "--prompts", "paper", "--until", "2023-12-31", "--out",
+        str(snapshot_run),
         "--source", str(SAMPLE), "--sources", "year", "--base-url", llm.base_url,
         "--model", "scripted", "--limit", "3", "--quiet",
     ]) == 0

@@ -26,7 +26,8 @@ def _api_key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _generate(out: Path, llm: ScriptedLLM, *extra: str) -> int:
-    return build(["--out", str(out), "--cutoff", "2023-04", "--stage", "generate", "-q",
+    return build(["--out", str(out), "--cutoff", "2023-04", "--prompts", "paper", "--stage",
+                  "generate", "-q",
                   "--base-url", llm.base_url, "--model", "scripted", *extra])
 
 
@@ -49,7 +50,8 @@ def test_estimate_calls_nothing_and_writes_nothing(
     before = _files(tmp_path)
     with ScriptedLLM(AlgorithmResponder()) as llm:
         assert _generate(tmp_path, llm, "--estimate", "--hard", "2") == 0
-        assert build(["--out", str(tmp_path), "--cutoff", "2023-04", "--stage", "all",
+        assert build(["--out", str(tmp_path), "--cutoff", "2023-04", "--prompts", "paper",
+                      "--stage", "all",
                       "--source", str(tmp_path), "--base-url", llm.base_url, "--model",
                       "gpt-4o-mini", "--probe-model", "gpt-4o", "--estimate"]) == 0
     assert llm.calls == 0 and _files(tmp_path) == before

@@ -66,7 +66,8 @@ class Endpoint:
 def command(run: Path, llm: ScriptedLLM) -> list[str]:
     return [
         sys.executable, "-m", "cuqa_builder.cli.build", "--out", str(run), "--source",
-        str(SAMPLE), "--cutoff", "2023-04", "--until", "2023-12-31", "--limit", "6",
+        str(SAMPLE), "--cutoff", "2023-04", "--prompts", "paper", "--until", "2023-12-31",
+        "--limit", "6",
         "--base-url", llm.base_url, "--model", "scripted", "--probe-model", "scripted",
         "--max-retries", "0", "--concurrency", "2", "-q",
         # the known passages from the sample's articles: the scripted model's own "knowledge"

@@ -56,7 +56,7 @@ def servers(monkeypatch):
 
 def _build(wiki: MediaWikiServer, llm: ScriptedLLM, out: Path) -> int:
     return main([
-        "--cutoff", "2023-04", "--until", "2023-12-31", "--out", str(out),
+        "--cutoff", "2023-04", "--prompts", "paper", "--until", "2023-12-31", "--out", str(out),
         "--wiki-api", wiki.api_url, "--wiki-interval", "0", "--sources", "year",
         "--base-url", llm.base_url, "--model", "scripted", "--limit", "6", "-q",
         "--known-source", "wiki",

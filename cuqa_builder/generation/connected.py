@@ -66,9 +66,15 @@ def parse_phrase(raw: str) -> str:
     return phrase
 
 
+def parse_description(raw: str) -> str:
+    """A noun phrase to stand inside a question: its leading "The" in lower case."""
+    phrase = parse_phrase(raw)
+    return "the" + phrase[3:] if phrase.startswith("The ") else phrase
+
+
 DESCRIBE_BRIDGE = Step(
     "DescribeBridge", "connected_describe_bridge",
-    frozenset({"event", "date", "bridge", "kind"}), parse_phrase,
+    frozenset({"event", "date", "bridge", "cutoff"}), parse_description,
 )
 KNOWN_PASSAGE = Step(
     "KnownPassage", "connected_known_passage", frozenset({"entity", "event", "cutoff"}),
@@ -79,7 +85,7 @@ PROPERTY_QUESTION = Step(
     frozenset({"passage", "bridge", "answer", "event", "cutoff"}), parse_question,
 )
 CATEGORY = Step(
-    "Category", "connected_category", frozenset({"bridge", "passage", "kind", "cutoff"}),
+    "Category", "connected_category", frozenset({"bridge", "passage", "cutoff"}),
     parse_phrase,
 )
 
@@ -123,7 +129,7 @@ def property_check(bridge: list[str], answer: list[str]) -> StepCheck:
 def category_check(bridge: list[str]) -> StepCheck:
     def check(category: str) -> str | None:
         if _NONE.match(category):
-            return "no category with several members holds the bridge"
+            return None  # an answer: the other branch is tried
         if found := names_found(category, bridge):
             return f"the category names the bridge {found!r}"
         if not 1 < _words(category) <= _MAX_CATEGORY_WORDS:
@@ -131,6 +137,25 @@ def category_check(bridge: list[str]) -> StepCheck:
         return None
 
     return check
+
+
+# Where a description's head (what the bridge is) ends and the event's part begins.
+_EVENT_PART = re.compile(
+    r"\s+(?:whose|that|which|who|whom|where|when|(?:in|at|on|from|by|during) (?:which|whom))\b"
+    r"|,|\s+\w+ed\b"
+)
+
+
+def masked_description(description: str) -> str:
+    """The description with the event's part taken out: "the Danish cyclist who won ..." ->
+    "a certain Danish cyclist". What is left is what the merged question says of the bridge
+    without the event, so the `connected` check sees a nationality or a home city it gives."""
+    head = _EVENT_PART.split(_strip_the(description), maxsplit=1)[0].strip()
+    return f"a certain {head or 'one'}"
+
+
+def unknown_question(bridge: Entity, description: str) -> str:
+    return f"{'Who' if kind_of(bridge) == 'person' else 'What'} is {description}?"
 
 
 def _strip_the(phrase: str) -> str:
@@ -143,9 +168,6 @@ class _Bridge:
     key: str  # its article's key (from the entity as the event file has it)
     names: list[str]  # every name a question could call it by
 
-    @property
-    def kind(self) -> str:
-        return kind_of(self.entity)
 
 
 def _bridge(entity: Entity) -> _Bridge:
@@ -215,47 +237,64 @@ class ConnectedGenerator(Generator):
 
     async def _compose(self, event: Event, bridge: _Bridge, draws: Draws,
                        spent: list) -> Candidate:
+        """The drawn branch, else the other one: ABC needs a named thing in the passage, AAB a
+        category holding the bridge."""
         description = await self._step(DESCRIBE_BRIDGE, {
             "event": event.text, "date": f"{event.date:%-d %B %Y}", "bridge": bridge.entity.text,
-            "kind": bridge.kind,
+            "cutoff": self.cutoff,
         }, draws, spent, description_check(bridge.names, event.date.year))
         passage = await self._known_passage(event, bridge, draws, spent)
-        k_ent = None if draws.aab else await self._known_answer(passage, bridge, draws.k_fraction)
-        if k_ent is None:
-            return await self._aab(event, bridge, description, passage, draws, spent,
-                                   fallback=None if draws.aab else
-                                   f"no named thing other than {bridge.entity.text!r} in the "
-                                   "known passage")
-        return await self._abc(event, bridge, k_ent, description, passage, draws, spent)
+        no_k_ent = f"no named thing other than {bridge.entity.text!r} in the known passage"
+        no_category = f"no category with several members holds {bridge.entity.text!r}"
+        if draws.aab:
+            category = await self._category(bridge, passage, draws, spent)
+            if category is not None:
+                return self._aab(event, bridge, description, passage, category, spent)
+        k_ent = await self._known_answer(passage, bridge, draws.k_fraction)
+        if k_ent is not None:
+            return await self._abc(event, bridge, k_ent, description, passage, draws, spent,
+                                   fallback=no_category if draws.aab else None)
+        if draws.aab:
+            raise GenerationError(CATEGORY.function, f"{no_category}, and {no_k_ent}")
+        category = await self._category(bridge, passage, draws, spent)
+        if category is None:
+            raise GenerationError(CATEGORY.function, f"{no_k_ent}, and {no_category}")
+        return self._aab(event, bridge, description, passage, category, spent, fallback=no_k_ent)
 
     async def _abc(self, event: Event, bridge: _Bridge, k_ent: Entity, description: str,
-                   passage: str, draws: Draws, spent: list) -> Candidate:
+                   passage: str, draws: Draws, spent: list, fallback: str | None) -> Candidate:
         answer, aliases = _answer_names(k_ent)
         known = await self._step(PROPERTY_QUESTION, {
             "passage": passage, "bridge": bridge.entity.text, "answer": k_ent.text,
             "event": event.text, "cutoff": self.cutoff,
         }, draws, spent, property_check(bridge.names, [answer, *aliases]))
         merged = substitute(known, bridge.names, description)
-        masked = substitute(known, bridge.names, f"a certain {bridge.kind}")
+        masked = substitute(known, bridge.names, masked_description(description))
         assert merged is not None and masked is not None  # the step check found the name
         steps = self._intermediates(
             "ABC", event, bridge, description, passage, known, answer, merged, masked, spent,
-            k_ent=k_ent,
+            k_ent=k_ent, fallback=fallback,
         )
         return self.candidate(event, answer, aliases, steps, {DESCRIBE_BRIDGE, PROPERTY_QUESTION,
                                                               *self._passage_step()})
 
-    async def _aab(self, event: Event, bridge: _Bridge, description: str, passage: str,
-                   draws: Draws, spent: list, fallback: str | None) -> Candidate:
-        category = _strip_the(await self._step(CATEGORY, {
-            "bridge": bridge.entity.text, "passage": passage, "kind": bridge.kind,
+    async def _category(self, bridge: _Bridge, passage: str, draws: Draws,
+                        spent: list) -> str | None:
+        """A category with several members holding the bridge; None when the model says there
+        is none (an answer, not a refusal to ask again)."""
+        category = await self._step(CATEGORY, {
+            "bridge": bridge.entity.text, "passage": passage,
             "cutoff": self.cutoff,
-        }, draws, spent, category_check(bridge.names)))
+        }, draws, spent, category_check(bridge.names))
+        return None if _NONE.match(category) else _strip_the(category)
+
+    def _aab(self, event: Event, bridge: _Bridge, description: str, passage: str,
+             category: str, spent: list, fallback: str | None = None) -> Candidate:
         answer, aliases = _answer_names(bridge.entity)
         steps = self._intermediates(
             "AAB", event, bridge, description, passage, f"What are the {category}?", answer,
             f"Which of the {category} is {description}?",
-            f"Which of the {category} is a certain {bridge.kind}?", spent,
+            f"Which of the {category} is {masked_description(description)}?", spent,
             category=category, fallback=fallback,
         )
         return self.candidate(event, answer, aliases, steps,
@@ -272,7 +311,7 @@ class ConnectedGenerator(Generator):
         article = self.known_articles.get(bridge.key)
         return Intermediates(
             branch=branch, cur_ent=bridge.entity, k_ent=k_ent, known_passage=passage,
-            unknown_question=f"{'Who' if bridge.kind == 'person' else 'What'} is {description}?",
+            unknown_question=unknown_question(bridge.entity, description),
             known_question=known, known_answer=answer, merged_question=merged, calls=spent,
             fallback=fallback, known_source=self.known_source,
             known_article=article.evidence if article and self.known_source == "wiki" else None,

@@ -90,14 +90,14 @@ def _plan_connected(plan: CallPlan, events: Iterable[Event], seed: int,
         draws = draw(seed, event.id, len(pool))
         cur = pool[draws.cur_index].text
         _call(plan, templates, DESCRIBE_BRIDGE, short, QUESTION_TOKENS, event=event.text,
-              date=str(event.date), bridge=cur, kind="thing")
+              date=str(event.date), bridge=cur, cutoff="")
         passage = "x" * plan.calibration.chars(PASSAGE_TOKENS)
         if known_source == "model":
             passage = _call(plan, templates, KNOWN_PASSAGE, long, PASSAGE_TOKENS, entity=cur,
                             event=event.text, cutoff="")
         step = CATEGORY if draws.aab else PROPERTY_QUESTION
         values = {"bridge": cur, "passage": passage, "cutoff": ""}
-        values |= {"kind": "thing"} if draws.aab else {"answer": cur, "event": event.text}
+        values |= {} if draws.aab else {"answer": cur, "event": event.text}
         _call(plan, templates, step, short, QUESTION_TOKENS, **values)
         count += 1
     plan.rounds = max(plan.rounds, EASY_ROUNDS if count else 0)

@@ -485,7 +485,7 @@ def _summary(
         f"generate: {tally.selected} events"
         + (f" ({', '.join(skipped)} skipped)" if skipped else "")
         + f"; {tally.aab + tally.abc} new candidates (AAB {tally.aab}, ABC {tally.abc}"
-        + (f"; {tally.fallbacks} ABC draws fell back to AAB" if tally.fallbacks else "")
+        + (f"; {tally.fallbacks} took the other branch" if tally.fallbacks else "")
         + f"), {tally.already_done} already done, {tally.failed} failed"
         + (f"; {tally.stale} of them stale (their event was reworded), made again"
            if tally.stale else ""),
@@ -523,7 +523,8 @@ def run(ctx: RunContext) -> str:
     tally = Tally()
     model, stats, plan = asyncio.run(_run(ctx, tally))
     summary = _summary(ctx, tally, model, stats, time.perf_counter() - started, plan)
-    if tally.reasons and not tally.written:  # every item it tried failed: say why, exit 1
+    if tally.reasons and not tally.written and not tally.already_done:
+        # every item it tried failed and none was made before: say why, exit 1
         raise NothingProducedError(
             f"no candidate could be made: {tally.failed + tally.hard_failed} failed, most "
             f"commonly {tally.most_common_failure()}; details in "

@@ -60,9 +60,10 @@ from cuqa_builder.stages.options import BuildOptions
 from cuqa_builder.validation.checks import CHECK_NAMES, CheckReport, check_all
 from cuqa_builder.validation.connected import (
     CHECK_SAMPLING,
-    CONNECTED,
+    CONNECTED_CHECKS,
     CONNECTED_ERROR,
     CONNECTED_TEMPLATE,
+    GUESS_TEMPLATE,
     ConnectedChecker,
     check_connected_all,
     masked_question,
@@ -179,16 +180,26 @@ def _connected_estimate(
     settings = model_settings(ctx.options, ctx.path(LLM_CACHE), model,
                               ctx.options.checks.check_base_url)
     plan = CallPlan(model, calibration(settings, model), rounds=1)
-    template = load_prompt(CONNECTED_TEMPLATE)
+    asked, guessed = load_prompt(CONNECTED_TEMPLATE), load_prompt(GUESS_TEMPLATE)
     easy = [item for c in passed for item in (c.sub_items if c.difficulty == "hard" else [c])]
-    questions = [masked_question(item) for item in easy]
-    questions += ["x" * plan.calibration.chars(20)] * planned_candidates
+    prompts = [(CONNECTED_TEMPLATE, asked.render(question=masked_question(item)))
+               for item in easy]
+    prompts += [(GUESS_TEMPLATE, guessed.render(description=description,
+                                                cutoff=ctx.window.label))
+                for item in easy if item.intermediates
+                and (description := item.intermediates.bridge_description)]
+    typical = "x" * plan.calibration.chars(20)
+    for_each_planned = [(CONNECTED_TEMPLATE, asked.render(question=typical))]
+    if ctx.options.generate.prompts == "connected":
+        for_each_planned.append((GUESS_TEMPLATE, guessed.render(description=typical,
+                                                                cutoff=ctx.window.label)))
+    prompts += for_each_planned * planned_candidates
     if planned_candidates:
         plan.notes.append(f"connected: the {planned_candidates} candidates not generated yet "
                           "are assumed to pass the checks")
-    for question in questions:
-        plan.add("connected", len(template.render(question=question)),
-                 int(CHECK_SAMPLING["max_tokens"]), PROBE_OUT_TOKENS, template=CONNECTED_TEMPLATE)
+    for template, prompt in prompts:
+        plan.add("connected", len(prompt), int(CHECK_SAMPLING["max_tokens"]), PROBE_OUT_TOKENS,
+                 template=template)
     return plan
 
 
@@ -281,7 +292,7 @@ async def _check_connected(
                               ctx.options.checks.check_base_url)
     async with open_gateway(settings) as gateway:
         outcomes = await check_connected_all(
-            ConnectedChecker(gateway), [candidates[i] for i in indexes],
+            ConnectedChecker(gateway, ctx.window.label), [candidates[i] for i in indexes],
             progress=not ctx.options.quiet,
         )
         record_connected(report, indexes, outcomes, gateway.model)
@@ -375,10 +386,11 @@ def run(ctx: RunContext) -> str:
     settings = ValidationInfo(limits=limits)
     if model := checker_model(ctx):
         line = asyncio.run(_check_connected(ctx, model, candidates, report))
-        extra.append((line, (CONNECTED,)))
+        extra.append((line, CONNECTED_CHECKS))
         settings = settings.model_copy(update={
             "check_model": model,
-            "prompts": {CONNECTED_TEMPLATE: load_prompt(CONNECTED_TEMPLATE).sha256},
+            "prompts": {name: load_prompt(name).sha256
+                        for name in (CONNECTED_TEMPLATE, GUESS_TEMPLATE)},
         })
     else:
         extra.append(("connected: not checked (no generator recorded and no --check-model)",

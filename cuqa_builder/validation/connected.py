@@ -1,11 +1,15 @@
-"""The `connected` check: does the item need its event? (MuSiQue's disconnected-reasoning filter)
+"""The `connected` and `bridge_hidden` checks: does the item need its event? (MuSiQue's
+filter against disconnected reasoning, asked of a checker model closed-book.)
 
-A checker model is asked, closed-book, the item's question with the event masked. The connected
-recipe records that question when it composes the item (the known question with the bridge
-replaced by "a certain place/person/..."); for the paper's recipe it is the known question with
-the bridge masked (ABC), or the known question as it is (AAB: it is asked for the answer itself).
-If the checker still gives the item's answer, the event was not needed: a shortcut. A hard item
-is connected when both its easy items are. Calls go through the gateway with greedy decoding,
+- `connected`: the item's question with the event masked. The connected recipe records it when
+  it composes the item (the known question with the bridge's description cut to its head: "a
+  certain Danish cyclist"); for the paper's recipe it is the known question with the bridge
+  masked (ABC), or the known question as it is (AAB: it is asked for the answer itself). A
+  checker that still gives the item's answer did not need the event: a shortcut.
+- `bridge_hidden` (items with a description of the bridge): the checker, told to use only what
+  was known before the cutoff, is asked which one the description points to. Naming the bridge
+  means the unknown part is guessable without the event (a tourist island names its country).
+A hard item is judged by its two easy items. Calls go through the gateway with greedy decoding,
 so they are cached, batched and counted like every other.
 """
 
@@ -28,8 +32,11 @@ if TYPE_CHECKING:  # the gateway module loads `openai`
     from cuqa_builder.llm.gateway import Gateway
 
 CONNECTED = "connected"
+BRIDGE_HIDDEN = "bridge_hidden"
+CONNECTED_CHECKS = (CONNECTED, BRIDGE_HIDDEN)
 CONNECTED_ERROR = "connected_error"
 CONNECTED_TEMPLATE = "connected_check"
+GUESS_TEMPLATE = "connected_guess"
 CHECK_SAMPLING = {"temperature": 0.0, "max_tokens": 32, "seed": 0}
 
 
@@ -46,35 +53,59 @@ def masked_question(item: Candidate) -> str:
     return masked or steps.known_question
 
 
-def gives_answer(reply: str, item: Candidate) -> bool:
+def _says_any(reply: str, names: Sequence[str]) -> bool:
     said = extract_answer(reply)
-    return any(contains_answer(said, name) for name in (item.answer, *item.answer_aliases))
+    return any(contains_answer(said, name) for name in names if name)
 
 
 @dataclass
 class ConnectedChecker:
     gateway: Gateway
+    cutoff: str
 
-    async def _ask(self, item: Candidate) -> ConnectedVerdict:
+    async def _ask(self, template: str, values: dict[str, str]) -> str:
+        result = await self.gateway.prompt(load_prompt(template), values, **CHECK_SAMPLING)
+        return result.text.strip()
+
+    async def _verdicts(self, item: Candidate) -> list[ConnectedVerdict]:
         question = masked_question(item)
-        result = await self.gateway.prompt(load_prompt(CONNECTED_TEMPLATE),
-                                           {"question": question}, **CHECK_SAMPLING)
-        return ConnectedVerdict(
-            masked_question=question, reply=result.text.strip(), model=self.gateway.model,
-            passed=not gives_answer(result.text, item),
-        )
+        reply = await self._ask(CONNECTED_TEMPLATE, {"question": question})
+        found = [ConnectedVerdict(
+            question=question, reply=reply, model=self.gateway.model,
+            passed=not _says_any(reply, [item.answer, *item.answer_aliases]),
+        )]
+        steps = item.intermediates
+        if steps is not None and steps.bridge_description:
+            reply = await self._ask(GUESS_TEMPLATE, {"description": steps.bridge_description,
+                                                     "cutoff": self.cutoff})
+            found.append(ConnectedVerdict(
+                check=BRIDGE_HIDDEN, question=steps.bridge_description, reply=reply,
+                model=self.gateway.model, passed=not _says_any(reply, names_of(steps.cur_ent)),
+            ))
+        return found
 
     async def verdicts(self, candidate: Candidate) -> list[ConnectedVerdict]:
         if candidate.difficulty == "easy":
-            return [await self._ask(candidate)]
-        return [(await self._ask(sub)).model_copy(update={"item": sub.id})
-                for sub in candidate.sub_items]
+            return await self._verdicts(candidate)
+        return [verdict.model_copy(update={"item": sub.id})
+                for sub in candidate.sub_items for verdict in await self._verdicts(sub)]
 
 
 async def check_connected_all(
     checker: ConnectedChecker, candidates: Sequence[Candidate], *, progress: bool = False
 ) -> list[list[ConnectedVerdict] | LLMError]:
     return await ask_each(candidates, checker.verdicts, "connected", progress)
+
+
+def _failure(verdict: ConnectedVerdict) -> CheckFailure:
+    on = f" ({verdict.item})" if verdict.item else ""
+    if verdict.check == CONNECTED:
+        reason = (f'with the event masked, "{verdict.question}", {verdict.model} still answers '
+                  f'"{verdict.reply[:80]}"{on}')
+    else:
+        reason = (f'without the event, {verdict.model} tells the bridge from "{verdict.question}"'
+                  f': "{verdict.reply[:80]}"{on}')
+    return CheckFailure(check=verdict.check, reason=reason)
 
 
 def record_connected(
@@ -89,11 +120,8 @@ def record_connected(
                                      f"not be asked ({outcome}); run validate again to retry")]
         else:
             validation.connected = outcome
-            report.applied[CONNECTED] += 1
-            failures = [CheckFailure(
-                check=CONNECTED, reason=f'with the event masked, "{v.masked_question}", '
-                f'{v.model} still answers "{v.reply[:80]}"' + (f" ({v.item})" if v.item else ""),
-            ) for v in outcome if not v.passed][:1]
+            report.applied.update({v.check for v in outcome})
+            failures = list({v.check: _failure(v) for v in outcome if not v.passed}.values())
         report.failed.update({f.check for f in failures})
         validation.failures.extend(failures)
         validation.passed = not validation.failures
