@@ -67,3 +67,11 @@ def test_only_the_gateway_imports_openai() -> None:
         if any(name == "openai" or name.startswith("openai.") for name in imported_names(path))
     }
     assert importers == {"llm/gateway.py"}
+
+
+def test_only_the_run_lock_imports_filelock() -> None:
+    importers = {
+        path.relative_to(PACKAGE).as_posix() for path in modules()
+        if any(name.split(".")[0] == "filelock" for name in imported_names(path))
+    }
+    assert importers == {"run_lock.py"}
