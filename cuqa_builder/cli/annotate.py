@@ -151,15 +151,10 @@ def _review_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 
-def candidates_path(run: Path) -> Path:
+def read_candidates(run: Path) -> list[Candidate]:
     path = run / CANDIDATES
     if not path.is_file():
         raise CommandError(f"{path} does not exist: run cuqa-build on {run} first")
-    return path
-
-
-def read_candidates(run: Path) -> list[Candidate]:
-    path = candidates_path(run)
     try:
         return read_jsonl(path, Candidate)
     except JsonlError as exc:  # names the file and line
@@ -298,7 +293,9 @@ WRITING_THE_RUN = ("pull", "import")  # they write DIR/cuqa.jsonl: one at a time
 def run_lock_of(args: argparse.Namespace) -> AbstractContextManager[None]:
     if args.command not in WRITING_THE_RUN:
         return nullcontext()
-    candidates_path(args.run)  # a run that is not there is named as such, before any lock
+    if not args.run.is_dir():
+        raise CommandError(f"{args.run} is not a run directory: run cuqa-build --out {args.run} "
+                           "first")
     return run_lock(args.run, PROG, wait=args.wait_for_lock)
 
 
