@@ -177,7 +177,7 @@ def test_a_concurrent_writer_is_refused_and_the_run_equals_a_clean_one(
     """The same command started twice at once on one --out (issue 22): the second is refused
     while the first works; the first's outputs equal a clean run's, and no call is paid twice."""
     run = tmp_path / "run"
-    endpoint = Endpoint(delay_s=0.05)
+    endpoint = Endpoint(delay_s=0.3)  # the first is still working when the second has started
     with ScriptedLLM(endpoint) as llm:
         argv = command(run, llm)
         first = subprocess.Popen(argv, env=ENV, stdout=subprocess.DEVNULL,

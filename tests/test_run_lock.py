@@ -82,7 +82,7 @@ def start(argv: list[str]) -> subprocess.Popen[str]:
 def test_a_second_generate_on_the_same_run_is_refused_and_nothing_is_paid_twice(
     run: Path,
 ) -> None:
-    with ScriptedLLM(AlgorithmResponder(delay_s=0.2)) as llm:
+    with ScriptedLLM(AlgorithmResponder(delay_s=0.3)) as llm:
         first = start(generate(run, llm))
         wait_until(lambda: llm.calls >= 2, first)
         second = subprocess.run(generate(run, llm), env=ENV, capture_output=True, text=True,
@@ -101,7 +101,7 @@ def test_a_second_generate_on_the_same_run_is_refused_and_nothing_is_paid_twice(
 
 
 def test_validate_started_while_generate_appends_is_refused(run: Path) -> None:
-    with ScriptedLLM(AlgorithmResponder(delay_s=0.2)) as llm:
+    with ScriptedLLM(AlgorithmResponder(delay_s=0.3)) as llm:
         first = start(generate(run, llm))
         wait_until(lambda: llm.calls >= 2, first)
         validate = subprocess.run(build(run, "--stage", "validate"), env=ENV,
@@ -118,7 +118,7 @@ def test_validate_started_while_generate_appends_is_refused(run: Path) -> None:
 
 
 def test_with_wait_for_lock_the_second_command_waits_and_pays_nothing_again(run: Path) -> None:
-    with ScriptedLLM(AlgorithmResponder(delay_s=0.2)) as llm:
+    with ScriptedLLM(AlgorithmResponder(delay_s=0.3)) as llm:
         first = start(generate(run, llm))
         wait_until(lambda: llm.calls >= 2, first)
         second = subprocess.run(generate(run, llm, "--wait-for-lock"), env=ENV,
@@ -133,7 +133,7 @@ def test_with_wait_for_lock_the_second_command_waits_and_pays_nothing_again(run:
 
 
 def test_a_lock_left_by_a_killed_command_is_taken_over(run: Path) -> None:
-    with ScriptedLLM(AlgorithmResponder(delay_s=0.2)) as llm:
+    with ScriptedLLM(AlgorithmResponder(delay_s=0.3)) as llm:
         killed = start(generate(run, llm))
         wait_until(lambda: llm.calls >= 2, killed)
         killed.kill()
@@ -168,3 +168,16 @@ def test_annotate_import_and_eval_take_the_same_lock(run: Path, argv: list[str])
     busy = BUSY.search(refused.stderr)
     assert busy and int(busy.group(1)) == os.getpid(), refused.stderr
     assert sorted(p.name for p in run.iterdir()) == before, "the refused command wrote"
+
+
+def test_annotate_import_into_a_run_that_is_not_there_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cuqa_builder.cli.annotate import main as annotate
+
+    export = tmp_path / "export.json"
+    export.write_text("[]", encoding="utf-8")
+    assert annotate(["import", str(export), "--run", str(tmp_path / "nowhere")]) == 1
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'nowhere'} is not a run directory: run cuqa-build --out" in err
+    assert not (tmp_path / "nowhere").exists()
