@@ -170,3 +170,29 @@ def test_after_a_fault_a_rerun_equals_a_clean_run_and_pays_nothing_twice(
 
     assert not paid_again, f"{len(paid_again)} completed calls were paid again"
     assert outputs(run) == clean
+
+
+def test_a_concurrent_writer_is_refused_and_the_run_equals_a_clean_one(
+    clean: dict[str, list[str]], tmp_path: Path
+) -> None:
+    """The same command started twice at once on one --out (issue 22): the second is refused
+    while the first works; the first's outputs equal a clean run's, and no call is paid twice."""
+    run = tmp_path / "run"
+    endpoint = Endpoint(delay_s=0.3)  # the first is still working when the second has started
+    with ScriptedLLM(endpoint) as llm:
+        argv = command(run, llm)
+        first = subprocess.Popen(argv, env=ENV, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while len(endpoint.answered) < 5:  # well into generate
+            assert first.poll() is None and time.monotonic() < deadline, "the run ended early"
+            time.sleep(0.02)
+        second = subprocess.run(argv, env=ENV, capture_output=True, text=True, timeout=300)
+        _, first_err = first.communicate(timeout=300)
+        answered = endpoint.take_answered()
+
+    assert second.returncode == 1, second.stderr
+    assert f"another cuqa-build (pid {first.pid}) is working on {run}" in second.stderr
+    assert first.returncode == 0, first_err
+    assert len(answered) == len(set(answered)), "a call was paid twice"
+    assert outputs(run) == clean

@@ -86,3 +86,11 @@ def test_the_readme_names_prompt_and_annotation_files_where_they_are() -> None:
     named = set(re.findall(r"[\w/]*\b(?:prompts|annotation)/[\w.]+\.(?:txt|md|xml)\b", readme))
     assert named, "the README no longer names a template or an annotation file"
     assert sorted(name for name in named if not (ROOT / name).is_file()) == []
+
+
+def test_only_the_run_lock_imports_filelock() -> None:
+    importers = {
+        path.relative_to(PACKAGE).as_posix() for path in modules()
+        if any(name.split(".")[0] == "filelock" for name in imported_names(path))
+    }
+    assert importers == {"run_lock.py"}

@@ -415,17 +415,18 @@ def run(ctx: RunContext) -> str:
         prompts = {**(settings.prompts or {}), CRITIC_TEMPLATE: load_prompt(CRITIC_TEMPLATE).sha256}
         settings = settings.model_copy(update={"critic_model": options.checks.critic_model,
                                                "prompts": prompts})
-    save_run_info(ctx.out, validation=settings)  # what the release's card reports
     validated = [
         candidate.model_copy(update={"validation": validation, "grounding": verdicts})
         for candidate, validation, verdicts in zip(
             candidates, report.validations, grounding, strict=True)
     ]
-    write_jsonl(path, validated)
     passed = [c.to_item() for c in validated if c.validation and c.validation.passed]
+    # The dataset first: when it refuses to shrink, "nothing was written" must hold.
     dataset = _write_dataset(
         ctx.path(DATASET), ctx.path(REVIEW_REPORT), passed, options.force
     )
+    write_jsonl(path, validated)
+    save_run_info(ctx.out, validation=settings)  # what the release's card reports
     failures = read_jsonl(ctx.path(GENERATION_FAILURES), GenerationFailure)
     return _summary(report, len(passed), dataset, extra, yield_lines(validated, failures))
 
