@@ -369,7 +369,6 @@ def test_an_output_file_that_answers_none_of_its_requests_keeps_the_round_open(
     tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
     out, rounds, lines = _first_round(tmp_path, events=5)
-    capsys.readouterr()
     target = rounds / "round-001.output.jsonl"
     foreign = [json.dumps({**json.loads(line), "custom_id": f"other-{n}"})
                for n, line in enumerate(_answers(lines))]
@@ -389,7 +388,6 @@ def test_a_half_written_output_waits_unless_a_partial_round_is_accepted(
     tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
     out, rounds, lines = _first_round(tmp_path)
-    capsys.readouterr()
     answers = _answers(lines)
     # The engine has written 5 lines and is in the middle of the 6th.
     (rounds / "round-001.output.jsonl").write_text("\n".join(answers[:5]) + "\n"
@@ -437,7 +435,6 @@ def test_an_output_file_that_is_no_utf8_is_one_clear_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
     out, rounds, lines = _first_round(tmp_path, events=3)
-    capsys.readouterr()
     text = "\n".join(_answers(lines)) + "\n"
     target = rounds / "round-001.output.jsonl"
     target.write_text(text, encoding="utf-16")
@@ -467,7 +464,6 @@ def test_a_deleted_input_file_is_written_again_from_the_recorded_requests(
     tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
     out, rounds, lines = _first_round(tmp_path, events=3)
-    capsys.readouterr()
     source = rounds / "round-001.input.jsonl"
     source.unlink()
     assert main(_files_args(out, rounds)) == PAUSED
