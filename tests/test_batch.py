@@ -421,14 +421,16 @@ def test_a_malformed_line_is_one_failed_line_and_the_good_ones_are_stored(
     out, rounds, lines = _first_round(tmp_path, events=3)
     answers = [json.loads(line) for line in _answers(lines)]
     answers[1]["response"]["body"]["usage"] = "lots"
+    answers[3]["response"]["body"]["choices"][0]["logprobs"] = "many"
     (rounds / "round-001.output.jsonl").write_text(
         "".join(json.dumps(a) + "\n" for a in answers))
     assert main(_files_args(out, rounds)) == PAUSED
     asked_again = [json.loads(line)["custom_id"] for line in
                    (rounds / "round-002.input.jsonl").read_text().splitlines()]
-    assert answers[1]["custom_id"] in asked_again
-    assert _cached_calls(out) == len(lines) - 1  # the good answers of that file are stored
+    assert {answers[1]["custom_id"], answers[3]["custom_id"]} <= set(asked_again)
+    assert _cached_calls(out) == len(lines) - 2  # the good answers of that file are stored
     assert "round-001.output.jsonl:2: malformed line (usage: " in caplog.text
+    assert "round-001.output.jsonl:4: malformed line (choices.0.logprobs: " in caplog.text
 
 
 def test_an_output_file_that_is_no_utf8_is_one_clear_error(

@@ -155,6 +155,8 @@ class _Message(BaseModel):
 class _Choice(BaseModel):
     message: _Message | None = None
     text: str | None = None
+    finish_reason: str | None = None
+    logprobs: dict[str, Any] | None = None
 
     @model_validator(mode="after")
     def _message_or_text(self) -> _Choice:
@@ -534,8 +536,7 @@ class Rounds:
                 missing.append(submission)
                 continue
             answers = read_output(_decoded(output.read_bytes(), output.name), output.name)
-            requests = self._cache.batch_keys(submission.id)
-            problem = self._incomplete(output, answers, requests)
+            problem = self._incomplete(submission, answers)
             if problem:
                 unfinished.append(problem)
                 continue
@@ -544,15 +545,19 @@ class Rounds:
         if missing or unfinished:
             raise Paused("\n".join([*unfinished, *self._what_to_run(missing)]))
 
-    def _incomplete(self, output: Path, answers: OutputFile, requests: set[str]) -> str | None:
-        """Why an output file is not read yet, or None: every request has a line (an answer or a
-        failure), or `accept_partial` takes some. One that answers none is the wrong file."""
+    def _incomplete(self, submission: Submission, answers: OutputFile) -> str | None:
+        """Why a round's output file is not read yet, or None: every request has a line (an
+        answer or a failure), or `accept_partial` takes some. One that answers none is most
+        likely the wrong file."""
+        source = Path(submission.input)
+        output = _output_path(source)
+        requests = self._cache.batch_keys(submission.id)
         answered = len({line.custom_id for line in answers.lines} & requests)
         if not answered:
             return (f"{output} answers 0 of its {len(requests)} requests (wrong file?): no "
                     "line holds one of their custom_ids. If the engine is still writing it, run "
                     "again once it has finished; else replace it with the engine's output for "
-                    f"{Path(output.name.replace('.output.', '.input.'))}")
+                    f"{source.name}")
         if answered + answers.unreadable >= len(requests) or self._accept_partial:
             return None
         return (f"{output.name}: {answered} of {len(requests)} answered; is the engine still "
