@@ -317,7 +317,8 @@ def review_export(
             unknown.append(candidate_id or f"task {task.id} (no candidate id)")
             continue
         if changed_since_shown(dumped, known[candidate_id]):
-            changed += [candidate_id] * (candidate_id not in changed)
+            if candidate_id not in changed:
+                changed.append(candidate_id)
             continue
         wanted = required_annotators(dumped, rules.default_annotators)
         required[candidate_id] = max(required.get(candidate_id, 0), wanted)
