@@ -4,7 +4,8 @@ command, the run's outputs equal a clean run's, and no LLM call that had complet
 the call cache) is paid again.
 
 The runs are real `cuqa-build` processes against the shipped example snapshot and a scripted
-OpenAI-compatible server on 127.0.0.1.
+OpenAI-compatible server on 127.0.0.1, or (`--batch-files`) the scripted model answering each
+round's file as an offline engine would.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 import pytest
 
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder
+from cuqa_builder.testing.batch_server import answer_batch_file
 from cuqa_builder.testing.openai_server import Reply, ScriptedLLM
 
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "wiki-sample"
@@ -195,4 +197,48 @@ def test_a_concurrent_writer_is_refused_and_the_run_equals_a_clean_one(
     assert f"another cuqa-build (pid {first.pid}) is working on {run}" in second.stderr
     assert first.returncode == 0, first_err
     assert len(answered) == len(set(answered)), "a call was paid twice"
+    assert outputs(run) == clean
+
+
+def batch_files_command(run: Path, rounds: Path) -> list[str]:
+    """The same command with its calls in round files for an offline engine: no endpoint."""
+    with ScriptedLLM(Endpoint()) as unused:  # only its URL is in the command, and dropped
+        argv = command(run, unused)
+    at = argv.index("--base-url")
+    return [*argv[:at], *argv[at + 2:], "--batch-files", str(rounds)]
+
+
+def test_a_half_written_round_is_not_read_and_a_rerun_equals_a_clean_run(
+    clean: dict[str, list[str]], tmp_path: Path
+) -> None:
+    run, rounds = tmp_path / "run", tmp_path / "rounds"
+    argv = batch_files_command(run, rounds)
+    engine = AlgorithmResponder()
+    faulted = False
+    for _ in range(20):
+        done = subprocess.run(argv, env=ENV, capture_output=True, text=True, timeout=300)
+        if done.returncode == 0:
+            break
+        assert done.returncode == 75, done.stderr
+        source = max(rounds.glob("round-*.input.jsonl"))
+        target = source.with_name(source.name.replace(".input.", ".output."))
+        answers = answer_batch_file(source.read_text().splitlines(), engine)
+        if faulted or source.name != "round-002.input.jsonl":
+            target.write_text("\n".join(answers) + "\n")
+            continue
+        # The engine has written half its lines and is in the middle of the next one.
+        half = len(answers) // 2
+        target.write_text("\n".join(answers[:half]) + "\n" + answers[half][:30])
+        cached = cached_calls(run)
+        waiting = subprocess.run(argv, env=ENV, capture_output=True, text=True, timeout=300)
+        assert waiting.returncode == 75 and "Traceback" not in waiting.stderr
+        assert f"{half} of {len(answers)} answered; is the engine still writing?" \
+            in waiting.stderr
+        assert not (rounds / "round-003.input.jsonl").exists() and cached_calls(run) == cached
+        target.write_text("\n".join(answers) + "\n")  # the engine finishes
+        faulted = True
+    assert faulted and done.returncode == 0, done.stderr
+    asked = [json.loads(line)["custom_id"] for path in sorted(rounds.glob("round-*.input.jsonl"))
+             for line in path.read_text().splitlines()]
+    assert len(asked) == len(set(asked)), "a call was written into two rounds"
     assert outputs(run) == clean
