@@ -290,14 +290,13 @@ class CriticVerdict(Record):
 
 class ConnectedVerdict(Record):
     """What a checker model answered closed-book: the question with the event masked
-    (`connected`), or which bridge the event's description points to (`bridge_hidden`)."""
+    (`connected`), or the question as a model of the cutoff would (`unknown_before_cutoff`)."""
 
-    check: Literal["connected", "bridge_hidden"] = "connected"
+    check: Literal["connected", "unknown_before_cutoff"] = "connected"
     question: str = Field(description="what the checker was asked")
     reply: str
     model: str
-    passed: bool = Field(description="the reply gives neither the answer (connected) nor the "
-                         "bridge (bridge_hidden)")
+    passed: bool = Field(description="the reply does not give the item's answer")
     item: str | None = Field(default=None, description="for hard items: the easy item asked")
 
 

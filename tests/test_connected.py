@@ -45,8 +45,8 @@ class ConnectedResponder:
             return Reply(text=f"Question: Which place is tied to {bridge}?")
         if prompt.startswith("Passage (as written before") and "category" in prompt:
             return Reply(text="member states of the Commonwealth")
-        if "which one does this description point to?" in prompt:
-            self.guessed.append(prompt.split("Description: ", 1)[1].split("\n", 1)[0])
+        if prompt.startswith("Someone knows everything that was known up to"):
+            self.guessed.append(prompt.split("Question: ", 1)[1].split("\n", 1)[0])
             return Reply(text="unknown")
         if "If the question does not give enough information" in prompt:
             question = prompt.split("Question: ", 1)[1].split("\n", 1)[0]
@@ -133,22 +133,23 @@ def test_the_connected_check_fails_a_shortcut_and_passes_a_connected_item(
         assert llm.calls - generated == checked  # the cache answers the second run
     finally:
         llm.__exit__(None, None, None)
-    # Two calls per item that passed the other checks: the masked question, the description.
+    # Two calls per item that passed the other checks: the masked question, and the question
+    # as a model of the cutoff would answer it.
     assert checked == 2 * len(asked) == len(asked) + len(guessed) and masked in asked
     assert sorted(guessed) == sorted(
-        i.intermediates.bridge_description for i in items if i.intermediates.masked_question
-        in asked)
+        i.question for i in items if i.intermediates.masked_question in asked)
     validated = {c.id: c for c in read_jsonl(tmp_path / "candidates.jsonl", Candidate)}
     shortcut = validated[shortcut_item.id].validation
     assert not shortcut.passed
     [failure] = [f for f in shortcut.failures if f.check == "connected"]
     assert masked in failure.reason and shortcut_item.answer in failure.reason
     assert shortcut.connected[0].reply == f"That would be {shortcut_item.answer}."
-    assert [v.check for v in shortcut.connected] == ["connected", "bridge_hidden"]
+    assert [v.check for v in shortcut.connected] == ["connected", "unknown_before_cutoff"]
     others = [c.validation for c in validated.values()
               if c.id != shortcut_item.id and c.validation.connected]
     assert others and all(v.passed for o in others for v in o.connected)
-    assert all(f.check not in ("connected", "bridge_hidden") for v in others for f in v.failures)
+    assert all(f.check not in ("connected", "unknown_before_cutoff")
+               for v in others for f in v.failures)
     assert "connected:" in capsys.readouterr().out
 
 

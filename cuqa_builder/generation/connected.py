@@ -51,6 +51,7 @@ from cuqa_builder.validation.question_form import form_problem
 _MIN_DESCRIPTION_WORDS, _MAX_DESCRIPTION_WORDS = 5, 35
 _MAX_KNOWN_QUESTION_WORDS = 16  # besides the bridge's name: one property, no room for clues
 _MAX_CATEGORY_WORDS = 10
+_MAX_WORDS_AFTER_BRIDGE = 2  # "Where was X born?", "Which party does X lead?"
 _LEAD_IN = re.compile(r"^(?:noun phrase|description|category|answer)\s*:\s*", re.IGNORECASE)
 _QUOTES = "\"'“”‘’«»`*"
 _NONE = re.compile(r"^\W*none\b", re.IGNORECASE)
@@ -121,6 +122,9 @@ def property_check(bridge: list[str], answer: list[str]) -> StepCheck:
             return f"the known question does not name the bridge {bridge[0]!r} as written"
         if _words(question) - _words(match.group()) > _MAX_KNOWN_QUESTION_WORDS:
             return "the known question says more than one property of the bridge"
+        if _words(question[match.end():]) > _MAX_WORDS_AFTER_BRIDGE:
+            return ("the known question goes on after the bridge (its description would leave "
+                    "the end of the question dangling)")
         return None
 
     return check

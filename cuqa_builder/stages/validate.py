@@ -174,7 +174,8 @@ def estimate(ctx: RunContext, planned_candidates: int = 0) -> list[CallPlan]:
 def _connected_estimate(
     ctx: RunContext, model: str, passed: list[Candidate], planned_candidates: int
 ) -> CallPlan:
-    """One closed-book call per easy item (two per hard one)."""
+    """Closed-book calls: the masked question of each easy item (two per hard item), and each
+    item's own question as of the cutoff."""
     from cuqa_builder.llm.estimate import CallPlan, calibration
 
     settings = model_settings(ctx.options, ctx.path(LLM_CACHE), model,
@@ -184,15 +185,12 @@ def _connected_estimate(
     easy = [item for c in passed for item in (c.sub_items if c.difficulty == "hard" else [c])]
     prompts = [(CONNECTED_TEMPLATE, asked.render(question=masked_question(item)))
                for item in easy]
-    prompts += [(GUESS_TEMPLATE, guessed.render(description=description,
-                                                cutoff=ctx.window.label))
-                for item in easy if item.intermediates
-                and (description := item.intermediates.bridge_description)]
+    prompts += [(GUESS_TEMPLATE, guessed.render(question=c.question, cutoff=ctx.window.label))
+                for c in passed]
     typical = "x" * plan.calibration.chars(20)
-    for_each_planned = [(CONNECTED_TEMPLATE, asked.render(question=typical))]
-    if ctx.options.generate.prompts == "connected":
-        for_each_planned.append((GUESS_TEMPLATE, guessed.render(description=typical,
-                                                                cutoff=ctx.window.label)))
+    for_each_planned = [(CONNECTED_TEMPLATE, asked.render(question=typical)),
+                        (GUESS_TEMPLATE, guessed.render(question=typical,
+                                                        cutoff=ctx.window.label))]
     prompts += for_each_planned * planned_candidates
     if planned_candidates:
         plan.notes.append(f"connected: the {planned_candidates} candidates not generated yet "

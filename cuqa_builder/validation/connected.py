@@ -1,4 +1,4 @@
-"""The `connected` and `bridge_hidden` checks: does the item need its event? (MuSiQue's
+"""The `connected` and `unknown_before_cutoff` checks: does the item need its event? (MuSiQue's
 filter against disconnected reasoning, asked of a checker model closed-book.)
 
 - `connected`: the item's question with the event masked. The connected recipe records it when
@@ -6,11 +6,11 @@ filter against disconnected reasoning, asked of a checker model closed-book.)
   certain Danish cyclist"); for the paper's recipe it is the known question with the bridge
   masked (ABC), or the known question as it is (AAB: it is asked for the answer itself). A
   checker that still gives the item's answer did not need the event: a shortcut.
-- `bridge_hidden` (items with a description of the bridge): the checker, told to use only what
-  was known before the cutoff, is asked which one the description points to. Naming the bridge
-  means the unknown part is guessable without the event (a tourist island names its country).
-A hard item is judged by its two easy items. Calls go through the gateway with greedy decoding,
-so they are cached, batched and counted like every other.
+- `unknown_before_cutoff`: the checker, told to answer only from what was known before the
+  cutoff, is asked the whole question. Giving the answer means the item is guessable without
+  the event (a tourist island names its country; the only incumbent is the one "re-elected").
+A hard item is connected when its two easy items are. Calls go through the gateway with greedy
+decoding, so they are cached, batched and counted like every other.
 """
 
 from __future__ import annotations
@@ -32,11 +32,11 @@ if TYPE_CHECKING:  # the gateway module loads `openai`
     from cuqa_builder.llm.gateway import Gateway
 
 CONNECTED = "connected"
-BRIDGE_HIDDEN = "bridge_hidden"
-CONNECTED_CHECKS = (CONNECTED, BRIDGE_HIDDEN)
+UNKNOWN_BEFORE_CUTOFF = "unknown_before_cutoff"
+CONNECTED_CHECKS = (CONNECTED, UNKNOWN_BEFORE_CUTOFF)
 CONNECTED_ERROR = "connected_error"
 CONNECTED_TEMPLATE = "connected_check"
-GUESS_TEMPLATE = "connected_guess"
+GUESS_TEMPLATE = "unknown_before_cutoff"
 CHECK_SAMPLING = {"temperature": 0.0, "max_tokens": 32, "seed": 0}
 
 
@@ -53,9 +53,9 @@ def masked_question(item: Candidate) -> str:
     return masked or steps.known_question
 
 
-def _says_any(reply: str, names: Sequence[str]) -> bool:
+def _gives_answer(reply: str, item: Candidate) -> bool:
     said = extract_answer(reply)
-    return any(contains_answer(said, name) for name in names if name)
+    return any(contains_answer(said, name) for name in (item.answer, *item.answer_aliases))
 
 
 @dataclass
@@ -67,28 +67,26 @@ class ConnectedChecker:
         result = await self.gateway.prompt(load_prompt(template), values, **CHECK_SAMPLING)
         return result.text.strip()
 
-    async def _verdicts(self, item: Candidate) -> list[ConnectedVerdict]:
+    async def _connected(self, item: Candidate) -> ConnectedVerdict:
         question = masked_question(item)
         reply = await self._ask(CONNECTED_TEMPLATE, {"question": question})
-        found = [ConnectedVerdict(
-            question=question, reply=reply, model=self.gateway.model,
-            passed=not _says_any(reply, [item.answer, *item.answer_aliases]),
-        )]
-        steps = item.intermediates
-        if steps is not None and steps.bridge_description:
-            reply = await self._ask(GUESS_TEMPLATE, {"description": steps.bridge_description,
-                                                     "cutoff": self.cutoff})
-            found.append(ConnectedVerdict(
-                check=BRIDGE_HIDDEN, question=steps.bridge_description, reply=reply,
-                model=self.gateway.model, passed=not _says_any(reply, names_of(steps.cur_ent)),
-            ))
-        return found
+        return ConnectedVerdict(question=question, reply=reply, model=self.gateway.model,
+                                passed=not _gives_answer(reply, item))
 
     async def verdicts(self, candidate: Candidate) -> list[ConnectedVerdict]:
+        """`connected` for the easy item (each of a hard item's two), then
+        `unknown_before_cutoff` for the item's own question."""
         if candidate.difficulty == "easy":
-            return await self._verdicts(candidate)
-        return [verdict.model_copy(update={"item": sub.id})
-                for sub in candidate.sub_items for verdict in await self._verdicts(sub)]
+            found = [await self._connected(candidate)]
+        else:
+            found = [(await self._connected(sub)).model_copy(update={"item": sub.id})
+                     for sub in candidate.sub_items]
+        reply = await self._ask(GUESS_TEMPLATE, {"question": candidate.question,
+                                                 "cutoff": self.cutoff})
+        return [*found, ConnectedVerdict(
+            check=UNKNOWN_BEFORE_CUTOFF, question=candidate.question, reply=reply,
+            model=self.gateway.model, passed=not _gives_answer(reply, candidate),
+        )]
 
 
 async def check_connected_all(
@@ -103,8 +101,8 @@ def _failure(verdict: ConnectedVerdict) -> CheckFailure:
         reason = (f'with the event masked, "{verdict.question}", {verdict.model} still answers '
                   f'"{verdict.reply[:80]}"{on}')
     else:
-        reason = (f'without the event, {verdict.model} tells the bridge from "{verdict.question}"'
-                  f': "{verdict.reply[:80]}"{on}')
+        reason = (f"{verdict.model}, told to know nothing after the cutoff, still answers "
+                  f'"{verdict.reply[:80]}"')
     return CheckFailure(check=verdict.check, reason=reason)
 
 
