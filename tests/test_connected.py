@@ -13,6 +13,7 @@ import pytest
 
 from cuqa_builder.cli.build import main
 from cuqa_builder.generation.bridges import canonical_name
+from cuqa_builder.generation.connected import property_check
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
 from cuqa_builder.records import Candidate
 from cuqa_builder.run import load_run_info
@@ -29,19 +30,29 @@ class ConnectedResponder:
     stop), and the `connected` check with "unknown" unless a masked question is scripted."""
 
     def __init__(self, shortcuts: dict[str, str] | None = None) -> None:
-        self.shortcuts = dict(shortcuts or {})  # masked question fragment -> checker's reply
+        # masked question fragment -> the checker's reply; "ANSWER" stands for the item's answer
+        self.shortcuts = dict(shortcuts or {})
         self.masked: list[str] = []
         self.guessed: list[str] = []
+        self.bridge_of: dict[str, str] = {}  # the tag in a description -> its bridge
+        self.answer_of: dict[str, str] = {}  # ABC: bridge -> the known question's answer
+
+    def _answer(self, question: str) -> str:
+        tag = re.search(r"news item (\w+)", question)
+        bridge = self.bridge_of.get(tag[1], "") if tag else ""
+        return self.answer_of.get(bridge, bridge)
 
     def __call__(self, body: dict[str, Any]) -> Reply:
         prompt = last_user_message(body)
         if prompt.startswith("News of "):
             date = re.match(r"News of ([^:]+):", prompt)[1]
             item = hashlib.sha256(prompt.encode()).hexdigest()[:6]
+            self.bridge_of[item] = re.search(r"identifies (.+?) only through", prompt)[1]
             return Reply(text=f'Noun phrase: "The one at the centre of news item {item} of '
                          f'{date}."')
         if "asks for a single property of it" in prompt:
             bridge = re.search(r'names "([^"]+)" exactly as written', prompt)[1]
+            self.answer_of[bridge] = re.search(r'one and only answer is "([^"]+)"', prompt)[1]
             return Reply(text=f"Question: Which place is tied to {bridge}?")
         if prompt.startswith("Passage (as written before") and "category" in prompt:
             return Reply(text="member states of the Commonwealth")
@@ -52,7 +63,7 @@ class ConnectedResponder:
             question = prompt.split("Question: ", 1)[1].split("\n", 1)[0]
             self.masked.append(question)
             reply = next((r for part, r in self.shortcuts.items() if part in question), None)
-            return Reply(text=reply or "unknown")
+            return Reply(text=(reply or "unknown").replace("ANSWER", self._answer(question)))
         return Reply(text="I do not understand.")
 
 
@@ -84,7 +95,8 @@ def test_connected_items_are_the_known_question_with_the_bridge_described(
     llm.__exit__(None, None, None)
     summary = capsys.readouterr().out
     items = read_jsonl(tmp_path / "candidates.jsonl", Candidate)
-    assert len(items) == 4 and calls == 2 * 4  # a description and a known question each
+    # a description, a known question or category, and the two checks each
+    assert len(items) == 4 and calls == 4 * 4
     info = load_run_info(tmp_path).generation
     assert info is not None and (info.recipe, info.known_source) == ("connected", "wiki")
     for item in items:
@@ -112,44 +124,44 @@ def test_connected_items_are_the_known_question_with_the_bridge_described(
         e.label != "NORP" for item in items for e in [item.intermediates.cur_ent])
 
 
-def test_the_connected_check_fails_a_shortcut_and_passes_a_connected_item(
+def test_a_shortcut_bridge_is_replaced_and_the_check_fails_an_item_with_none_left(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """One closed-book call per item with the event masked; the item whose masked question the
-    checker still answers fails `connected`, with the masked question and the reply as its
-    reason. A re-run asks nothing again."""
-    responder = ConnectedResponder()
+    """The checker answers every masked question of the coronation (6 May): generation tries
+    three of its bridges, each refused after one check, and the last item goes to validation,
+    which fails it `connected` from the cache. The other events pass both checks at once."""
+    responder = ConnectedResponder(shortcuts={"of 6 May 2023?": "That would be ANSWER."})
     llm, generated = _generated(tmp_path, responder)
-    items = read_jsonl(tmp_path / "candidates.jsonl", Candidate)
-    shortcut_item = items[0]
+    made = read_jsonl(tmp_path / "candidates.jsonl", Candidate)
+    [coronation] = [item for item in made if item.event.date.isoformat() == "2023-05-06"]
+    items = {item.id: item for item in made if item is not coronation}
+    tried = [c for c in coronation.intermediates.calls if c.function == "ConnectedCheck"]
+    assert len(tried) == 3 and all(c.rejected for c in tried)
+    assert [c.function for c in coronation.intermediates.calls].count("UnknownBeforeCutoff") == 0
+    for item in items.values():
+        assert [c.rejected for c in item.intermediates.calls] == [None] * 4
+    assert generated == 3 * 3 + 4 * len(items)
     (tmp_path / "articles.jsonl").unlink()  # no grounding: its verdicts are not what is tested
-    masked = shortcut_item.intermediates.masked_question
-    responder.shortcuts = {masked: f"That would be {shortcut_item.answer}."}
     try:
         assert _build(tmp_path, llm, "validate", "--min-question-words", "3") == 0
-        checked = llm.calls - generated
-        asked, guessed = responder.masked[:], responder.guessed[:]
-        assert _build(tmp_path, llm, "validate", "--min-question-words", "3") == 0
-        assert llm.calls - generated == checked  # the cache answers the second run
+        # The generator asked the checks already; only the coronation's second one is new
+        # (generation stopped at its first refusal).
+        assert llm.calls == generated + 1
+        # Another checker model is asked anew: two calls per item that passed the checks.
+        responder.shortcuts = {coronation.intermediates.masked_question: "ANSWER"}
+        assert _build(tmp_path, llm, "validate", "--min-question-words", "3",
+                      "--check-model", "checker") == 0
+        assert llm.calls == generated + 1 + 2 * (len(items) + 1)
     finally:
         llm.__exit__(None, None, None)
-    # Two calls per item that passed the other checks: the masked question, and the question
-    # as a model of the cutoff would answer it.
-    assert checked == 2 * len(asked) == len(asked) + len(guessed) and masked in asked
-    assert sorted(guessed) == sorted(
-        i.question for i in items if i.intermediates.masked_question in asked)
     validated = {c.id: c for c in read_jsonl(tmp_path / "candidates.jsonl", Candidate)}
-    shortcut = validated[shortcut_item.id].validation
-    assert not shortcut.passed
+    shortcut = validated[coronation.id].validation
+    assert not shortcut.passed and shortcut.connected[0].model == "checker"
     [failure] = [f for f in shortcut.failures if f.check == "connected"]
-    assert masked in failure.reason and shortcut_item.answer in failure.reason
-    assert shortcut.connected[0].reply == f"That would be {shortcut_item.answer}."
+    assert coronation.intermediates.masked_question in failure.reason
     assert [v.check for v in shortcut.connected] == ["connected", "unknown_before_cutoff"]
-    others = [c.validation for c in validated.values()
-              if c.id != shortcut_item.id and c.validation.connected]
-    assert others and all(v.passed for o in others for v in o.connected)
-    assert all(f.check not in ("connected", "unknown_before_cutoff")
-               for v in others for f in v.failures)
+    others = [validated[item.id].validation for item in items.values()]
+    assert all(v.passed and len(v.connected) == 2 for v in others)
     assert "connected:" in capsys.readouterr().out
 
 
@@ -165,3 +177,19 @@ def test_prompts_paper_sends_the_requests_of_the_paper_recipe_byte_for_byte(
                      "--concurrency", "1", "--prompts", "paper"]) == 0
         sent = sorted(json.dumps(body, sort_keys=True) for body in llm.requests)
     assert sent == PAPER_REQUESTS.read_text(encoding="utf-8").splitlines()
+
+
+@pytest.mark.parametrize(("question", "refused"), [
+    ("What is the capital of Niger State?", None),
+    ("Where was Sandra Torres born?", None),
+    ("Which country borders Greece to the north?", "goes on after the bridge"),
+    ("Which is the oldest Grand Slam?", "between an article and the bridge"),
+    ("What is Minna, the capital of Niger State?", "names its own answer"),
+    ("What is the capital of Nigeria?", "does not name the bridge"),
+])
+def test_the_known_question_asks_one_property_and_ends_with_the_bridge(
+    question: str, refused: str | None
+) -> None:
+    check = property_check(["Niger State", "Sandra Torres", "Greece", "Grand Slam"], ["Minna"])
+    problem = check(question)
+    assert (problem is None) if refused is None else (refused in problem)

@@ -45,16 +45,27 @@ from cuqa_builder.generation.bridges import (
 )
 from cuqa_builder.generation.output_parsing import OutputError, parse_passage, parse_question
 from cuqa_builder.grounding.keys import entity_key
-from cuqa_builder.records import Candidate, Entity, Event, Intermediates
+from cuqa_builder.llm.client import prompt_request
+from cuqa_builder.records import Candidate, Entity, Event, Intermediates, PromptCall
+from cuqa_builder.validation.connected import (
+    CHECK_SAMPLING,
+    CONNECTED_TEMPLATE,
+    GUESS_TEMPLATE,
+    gives_answer,
+    masked_question,
+)
 from cuqa_builder.validation.question_form import form_problem
 
 _MIN_DESCRIPTION_WORDS, _MAX_DESCRIPTION_WORDS = 5, 35
 _MAX_KNOWN_QUESTION_WORDS = 16  # besides the bridge's name: one property, no room for clues
 _MAX_CATEGORY_WORDS = 10
+BRIDGE_TRIES = 3  # bridges tried per event before its last item goes on as it is
 _MAX_WORDS_AFTER_BRIDGE = 2  # "Where was X born?", "Which party does X lead?"
 _LEAD_IN = re.compile(r"^(?:noun phrase|description|category|answer)\s*:\s*", re.IGNORECASE)
 _QUOTES = "\"'“”‘’«»`*"
 _NONE = re.compile(r"^\W*none\b", re.IGNORECASE)
+# "the oldest Grand Slam": the description would land after "the oldest".
+_DETERMINER_BEFORE = re.compile(r"\b(?:the|a|an)\s+[\w-]+\s+$", re.IGNORECASE)
 
 
 def parse_phrase(raw: str) -> str:
@@ -89,6 +100,10 @@ CATEGORY = Step(
     "Category", "connected_category", frozenset({"bridge", "passage", "cutoff"}),
     parse_phrase,
 )
+# The validate stage's two checks, asked while composing so that a shortcut bridge is replaced.
+CHECK_CONNECTED = Step("ConnectedCheck", CONNECTED_TEMPLATE, frozenset({"question"}), str.strip)
+CHECK_UNKNOWN = Step("UnknownBeforeCutoff", GUESS_TEMPLATE, frozenset({"question", "cutoff"}),
+                     str.strip)
 
 
 def _words(text: str) -> int:
@@ -122,6 +137,9 @@ def property_check(bridge: list[str], answer: list[str]) -> StepCheck:
             return f"the known question does not name the bridge {bridge[0]!r} as written"
         if _words(question) - _words(match.group()) > _MAX_KNOWN_QUESTION_WORDS:
             return "the known question says more than one property of the bridge"
+        if _DETERMINER_BEFORE.search(question[: match.start()]):
+            return ("the known question puts words between an article and the bridge ('the "
+                    "oldest X'): its description would not fit there")
         if _words(question[match.end():]) > _MAX_WORDS_AFTER_BRIDGE:
             return ("the known question goes on after the bridge (its description would leave "
                     "the end of the question dangling)")
@@ -191,7 +209,8 @@ def _answer_names(entity: Entity) -> tuple[str, list[str]]:
 class ConnectedGenerator(Generator):
     recipe: ClassVar[str] = "connected"
     steps: ClassVar[tuple[Step, ...]] = (
-        DESCRIBE_BRIDGE, KNOWN_PASSAGE, PROPERTY_QUESTION, CATEGORY, MERGE_QUESTIONS,
+        DESCRIBE_BRIDGE, KNOWN_PASSAGE, PROPERTY_QUESTION, CATEGORY, CHECK_CONNECTED,
+        CHECK_UNKNOWN, MERGE_QUESTIONS,
     )
     default_known_source: ClassVar = "wiki"
 
@@ -202,15 +221,60 @@ class ConnectedGenerator(Generator):
         return usable(event.entities, set_aside)
 
     async def easy(self, event: Event) -> Candidate:
+        """Up to `BRIDGE_TRIES` bridges, the drawn one first: an item whose question the
+        checker still answers with the event masked, or as a model of the cutoff, is set aside
+        for the next bridge (the same calls as the validate stage's checks, which the cache
+        then answers). With no bridge left, the last item made goes on to validation."""
         pool = self._bridge_pool(event)
         draws = draw(self.seed, event.id, len(pool))
-        spent: list = []
-        try:
-            return await self._compose(event, _bridge(pool[draws.cur_index]), draws, spent)
-        except GenerationError as exc:
-            exc.branch = "AAB" if draws.aab else "ABC"
-            exc.attempts = [*spent, *exc.attempts]
-            raise
+        bridges = [pool[(draws.cur_index + i) % len(pool)]
+                   for i in range(min(BRIDGE_TRIES, len(pool)))]
+        spent: list[PromptCall] = []
+        made: Candidate | None = None
+        failure: GenerationError | None = None
+        for entity in bridges:
+            try:
+                made = await self._compose(event, _bridge(entity), draws, spent)
+            except GenerationError as exc:
+                spent += exc.attempts
+                failure = exc
+                continue
+            if await self._needs_the_event(made, spent):
+                break
+        if made is None:
+            assert failure is not None
+            failure.branch = "AAB" if draws.aab else "ABC"
+            failure.attempts = spent
+            raise failure
+        assert made.intermediates is not None
+        asked = {call.function for call in spent}
+        prompts = {**made.generator.prompts, **{
+            step.template: self.templates[step.template].sha256
+            for step in (CHECK_CONNECTED, CHECK_UNKNOWN) if step.function in asked}}
+        return made.model_copy(update={
+            "intermediates": made.intermediates.model_copy(update={"calls": spent}),
+            "generator": made.generator.model_copy(update={"prompts": prompts}),
+        })
+
+    async def _needs_the_event(self, item: Candidate, spent: list[PromptCall]) -> bool:
+        """The `connected` and `unknown_before_cutoff` questions asked of the generator; each
+        call is kept, refused when the reply gives the item's answer."""
+        asks = ((CHECK_CONNECTED, {"question": masked_question(item)}),
+                (CHECK_UNKNOWN, {"question": item.question, "cutoff": self.cutoff}))
+        for step, values in asks:
+            template = self.templates[step.template]
+            result = await self.gateway.chat(prompt_request(template, values, **CHECK_SAMPLING))
+            answered = gives_answer(result.text, item)
+            spent.append(PromptCall(
+                function=step.function, template_hash=template.sha256, raw=result.text,
+                parsed=result.text.strip(), seed=int(CHECK_SAMPLING["seed"]),
+                rejected=f"the checker answers {item.answer!r} without the event: a shortcut; "
+                "the next bridge is tried" if answered else None,
+                prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
+            ))
+            if answered:
+                return False
+        return True
 
     async def _step(
         self, step: Step, values: dict[str, str], draws: Draws, spent: list,

@@ -53,7 +53,7 @@ def masked_question(item: Candidate) -> str:
     return masked or steps.known_question
 
 
-def _gives_answer(reply: str, item: Candidate) -> bool:
+def gives_answer(reply: str, item: Candidate) -> bool:
     said = extract_answer(reply)
     return any(contains_answer(said, name) for name in (item.answer, *item.answer_aliases))
 
@@ -71,7 +71,7 @@ class ConnectedChecker:
         question = masked_question(item)
         reply = await self._ask(CONNECTED_TEMPLATE, {"question": question})
         return ConnectedVerdict(question=question, reply=reply, model=self.gateway.model,
-                                passed=not _gives_answer(reply, item))
+                                passed=not gives_answer(reply, item))
 
     async def verdicts(self, candidate: Candidate) -> list[ConnectedVerdict]:
         """`connected` for the easy item (each of a hard item's two), then
@@ -85,7 +85,7 @@ class ConnectedChecker:
                                                  "cutoff": self.cutoff})
         return [*found, ConnectedVerdict(
             check=UNKNOWN_BEFORE_CUTOFF, question=candidate.question, reply=reply,
-            model=self.gateway.model, passed=not _gives_answer(reply, candidate),
+            model=self.gateway.model, passed=not gives_answer(reply, candidate),
         )]
 
 
