@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from cuqa_builder.annotation.tasks import evidence
 from cuqa_builder.cli.build import main
 from cuqa_builder.generation.bridges import canonical_name
 from cuqa_builder.generation.connected import property_check
@@ -160,6 +161,9 @@ def test_a_shortcut_bridge_is_replaced_and_the_check_fails_an_item_with_none_lef
     [failure] = [f for f in shortcut.failures if f.check == "connected"]
     assert coronation.intermediates.masked_question in failure.reason
     assert [v.check for v in shortcut.connected] == ["connected", "unknown_before_cutoff"]
+    shown = evidence(validated[coronation.id])  # what the annotator reads beside the item
+    assert f'✗ connected: with the event masked, "{coronation.intermediates.masked_question}"' \
+        in shown and "-> checker:" in shown and shown.count("connected") == 1
     others = [validated[item.id].validation for item in items.values()]
     assert all(v.passed and len(v.connected) == 2 for v in others)
     assert "connected:" in capsys.readouterr().out

@@ -19,9 +19,10 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from cuqa_builder import __version__
-from cuqa_builder.grounding.evidence import critic_lines, grounding_lines
+from cuqa_builder.grounding.evidence import connected_lines, critic_lines, grounding_lines
 from cuqa_builder.records import Candidate, CheckFailure, EventRef, SubQuestion, Validation
 from cuqa_builder.validation.checks import hidden_bridges
+from cuqa_builder.validation.connected import CONNECTED_CHECKS
 from cuqa_builder.validation.critic import CRITIC_CHECKS
 from cuqa_builder.validation.probes import ProbeAnswer, ProbeResult
 from cuqa_builder.wiki.wikitext import revision_url
@@ -45,6 +46,7 @@ _REASON_KEYWORDS: tuple[tuple[str, str], ...] = (
     ("known hop grounded", "known part wrong"),
     ("known answer supported", "known part wrong"),  # the critic's criterion (d)
     ("not unknown", "not unknown"),
+    ("connected", "not unknown"),  # a shortcut: answered without the event
     ("cutoff", "not unknown"),
     ("known part", "known part wrong"),
     ("mentions bridge", "known part wrong"),
@@ -225,14 +227,16 @@ def evidence(candidate: Candidate) -> str:
     """What the automatic verdicts found, one plain-text line each; "" when there is nothing.
 
     The one place a task's evidence is put together: failed checks, probe answers, the grounding
-    sentences of the entity articles as of the cutoff, and the critic's notes.
+    sentences of the entity articles as of the cutoff, what the checker answered without the
+    event, and the critic's notes.
     """
     validation = candidate.validation
-    shown_below = {v.check for v in candidate.grounding} | set(CRITIC_CHECKS)  # with evidence
+    shown_below = {v.check for v in candidate.grounding} | set(CRITIC_CHECKS) | set(
+        CONNECTED_CHECKS)  # each shown below with its evidence
     lines = [f"✗ {f.check}: {f.reason}" for f in validation.failures
              if f.check not in shown_below] if validation else []
     lines += _probe_lines(validation.probes) if validation else []
-    lines += [*grounding_lines(candidate), *critic_lines(candidate)]
+    lines += [*grounding_lines(candidate), *connected_lines(candidate), *critic_lines(candidate)]
     return "\n".join(lines)
 
 
