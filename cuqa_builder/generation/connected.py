@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -44,6 +45,7 @@ from cuqa_builder.generation.bridges import (
     usable,
 )
 from cuqa_builder.generation.output_parsing import OutputError, parse_passage, parse_question
+from cuqa_builder.generation.structural import Token, describe_from_parse
 from cuqa_builder.grounding.keys import entity_key
 from cuqa_builder.llm.client import prompt_request
 from cuqa_builder.records import Candidate, Entity, Event, Intermediates, PromptCall
@@ -184,11 +186,18 @@ def _strip_the(phrase: str) -> str:
     return phrase[4:] if phrase.lower().startswith("the ") else phrase
 
 
+Parser = Callable[[str], Awaitable[list[Token]]]
+
+
 @dataclass(frozen=True)
 class _Bridge:
     entity: Entity  # as the event names it, cleaned
     key: str  # its article's key (from the entity as the event file has it)
     names: list[str]  # every name a question could call it by
+
+    @property
+    def kind(self) -> str:
+        return kind_of(self.entity)
 
 
 
@@ -213,6 +222,8 @@ class ConnectedGenerator(Generator):
         CHECK_UNKNOWN, MERGE_QUESTIONS,
     )
     default_known_source: ClassVar = "wiki"
+    # The event sentence's parse, for a description when the model cannot write one.
+    parse: Parser | None = None
 
     @classmethod
     def bridge_candidates(cls, event: Event, set_aside: Counter[str] | None = None
@@ -284,6 +295,34 @@ class ConnectedGenerator(Generator):
         spent += result.attempts
         return result.parsed
 
+    async def _description(self, event: Event, bridge: _Bridge, draws: Draws,
+                           spent: list[PromptCall]) -> str:
+        """The model's description of the bridge; when every try is refused, one made from the
+        event sentence's parse, if the bridge's role in it allows (`generation/structural.py`)."""
+        check = description_check(bridge.names, event.date.year)
+        try:
+            return await self._step(DESCRIBE_BRIDGE, {
+                "event": event.text, "date": f"{event.date:%-d %B %Y}",
+                "bridge": bridge.entity.text, "cutoff": self.cutoff,
+            }, draws, spent, check)
+        except GenerationError as exc:
+            spent += exc.attempts
+            found = await self._parsed_description(event, bridge)
+            if found is None or check(found) is not None:
+                raise GenerationError(exc.step, exc.reason) from exc
+            return found
+
+    async def _parsed_description(self, event: Event, bridge: _Bridge) -> str | None:
+        if self.parse is None:
+            return None
+        mention = next((m for name in bridge.names if (m := re.search(
+            rf"(?<!\w){re.escape(name)}(?!\w)", event.text))), None)
+        if mention is None:
+            return None
+        tokens = await self.parse(event.text)
+        return describe_from_parse(tokens, mention.start(), mention.end(), bridge.kind,
+                                   f"{event.date:%B %Y}")
+
     async def _known_passage(self, event: Event, bridge: _Bridge, draws: Draws,
                              spent: list) -> str:
         if self.known_source == "wiki":
@@ -307,10 +346,7 @@ class ConnectedGenerator(Generator):
                        spent: list) -> Candidate:
         """The drawn branch, else the other one: ABC needs a named thing in the passage, AAB a
         category holding the bridge."""
-        description = await self._step(DESCRIBE_BRIDGE, {
-            "event": event.text, "date": f"{event.date:%-d %B %Y}", "bridge": bridge.entity.text,
-            "cutoff": self.cutoff,
-        }, draws, spent, description_check(bridge.names, event.date.year))
+        description = await self._description(event, bridge, draws, spent)
         passage = await self._known_passage(event, bridge, draws, spent)
         no_k_ent = f"no named thing other than {bridge.entity.text!r} in the known passage"
         no_category = f"no category with several members holds {bridge.entity.text!r}"

@@ -54,8 +54,11 @@ def masked_question(item: Candidate) -> str:
 
 
 def gives_answer(reply: str, item: Candidate) -> bool:
+    """Whether the reply names the item's answer or an alias (a plural too: "Armenians" gives
+    "Armenian")."""
     said = extract_answer(reply)
-    return any(contains_answer(said, name) for name in (item.answer, *item.answer_aliases))
+    names = (item.answer, *item.answer_aliases)
+    return any(contains_answer(said, name) or contains_answer(said, f"{name}s") for name in names)
 
 
 @dataclass
