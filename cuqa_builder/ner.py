@@ -7,6 +7,7 @@ becomes an entity. Only labels that can name a question's answer are kept: no da
 
 from __future__ import annotations
 
+import functools
 import gc
 import multiprocessing
 import multiprocessing.context
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from cuqa_builder.cores import available_cores
 from cuqa_builder.errors import CuqaError
+from cuqa_builder.generation.structural import Token
 from cuqa_builder.records import Entity, Event, Link
 
 if TYPE_CHECKING:  # spaCy takes seconds to import: only when an extractor is made
@@ -353,3 +355,25 @@ def _key(text: str) -> str:
     key = text.strip().casefold()
     key = key[4:] if key.startswith("the ") else key
     return key.removesuffix("'s").removesuffix("\u2019s")
+
+
+def parse_tokens(text: str, model_name: str) -> list[Token]:
+    """The text's tokens with their dependency parse, as `generation/structural.py` reads them."""
+    doc = _parsing_pipeline(model_name)(text)
+    sentence_of = {token.i: number for number, sent in enumerate(doc.sents) for token in sent}
+    return [Token(index=t.i, text=t.text, space=t.whitespace_, start=t.idx, dep=t.dep_,
+                  head=t.head.i, tag=t.tag_, sentence=sentence_of[t.i]) for t in doc]
+
+
+@functools.cache
+def _parsing_pipeline(model_name: str) -> Language:
+    """The pipeline with tags and dependencies (NER's own pipes are not needed)."""
+    import spacy
+
+    for candidate in (model_name, model_name + _REPACKAGED_SUFFIX):
+        try:
+            nlp = spacy.load(candidate, disable=["ner", "lemmatizer"])
+        except OSError:
+            continue
+        return nlp
+    raise SpacyModelError(f"spaCy pipeline {model_name!r} is not installed")

@@ -197,3 +197,29 @@ def test_the_known_question_asks_one_property_and_ends_with_the_bridge(
     check = property_check(["Niger State", "Sandra Torres", "Greece", "Grand Slam"], ["Minna"])
     problem = check(question)
     assert (problem is None) if refused is None else (refused in problem)
+
+
+def test_a_model_that_cannot_describe_the_bridge_gets_a_description_from_the_parse(
+    tmp_path: Path,
+) -> None:
+    """A small model's descriptions name the bridge in every try; the event sentence's parse
+    then gives one in the event's own words ("the organisation that wins ..."). The refused
+    tries stay in the item's calls."""
+
+    class Unhelpful(ConnectedResponder):
+        def __call__(self, body: dict[str, Any]) -> Reply:
+            prompt = last_user_message(body)
+            if prompt.startswith("News of "):
+                bridge = re.search(r"identifies (.+?) only through", prompt)[1]
+                return Reply(text=f"The {bridge}")
+            return super().__call__(body)
+
+    with ScriptedLLM(Unhelpful()) as llm:
+        assert _build(tmp_path, llm, "events") == 0
+        assert _build(tmp_path, llm, "generate") == 0
+    items = read_jsonl(tmp_path / "candidates.jsonl", Candidate)
+    thai = next(i for i in items if i.intermediates.cur_ent.text == "Move Forward Party")
+    assert thai.intermediates.bridge_description == (
+        "the organisation that wins the most seats in the Thai general election, in May 2023")
+    refused = [c for c in thai.intermediates.calls if c.function == "DescribeBridge"]
+    assert len(refused) == 3 and all("names the bridge" in c.rejected for c in refused)

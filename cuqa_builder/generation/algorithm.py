@@ -28,6 +28,7 @@ from pydantic import BaseModel
 
 from cuqa_builder.errors import CuqaError
 from cuqa_builder.generation.output_parsing import OutputError, parse_passage, parse_question
+from cuqa_builder.generation.structural import Token
 from cuqa_builder.grounding.keys import entity_key
 from cuqa_builder.llm.client import LLMClient, prompt_request
 from cuqa_builder.llm.types import LLMError
@@ -52,6 +53,7 @@ from cuqa_builder.validation.near_duplicates import SIMILAR, wording_similarity
 from cuqa_builder.validation.question_form import form_problem
 
 EntityFinder = Callable[[str], Awaitable[list[Entity]]]
+Parser = Callable[[str], Awaitable[list[Token]]]
 # A refused reply is asked again with the next sampling seed (a new cache key); refused replies
 # stay cached, so a re-run reproduces the same outcome for free.
 DEFAULT_ATTEMPTS = 3
@@ -248,6 +250,7 @@ class Generator:
     known_source: KnownSource | None = None  # default: the recipe's
     # entity_key(entity) -> its article at the cutoff, for --known-source wiki
     known_articles: dict[str, KnownArticle] = field(default_factory=dict)
+    parse: Parser | None = None  # an event sentence's parse, for recipes that build on it
 
     def __post_init__(self) -> None:
         self.templates = self.templates or load_templates(self.steps)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -45,7 +44,7 @@ from cuqa_builder.generation.bridges import (
     usable,
 )
 from cuqa_builder.generation.output_parsing import OutputError, parse_passage, parse_question
-from cuqa_builder.generation.structural import Token, describe_from_parse
+from cuqa_builder.generation.structural import describe_from_parse
 from cuqa_builder.grounding.keys import entity_key
 from cuqa_builder.llm.client import prompt_request
 from cuqa_builder.records import Candidate, Entity, Event, Intermediates, PromptCall
@@ -186,9 +185,6 @@ def _strip_the(phrase: str) -> str:
     return phrase[4:] if phrase.lower().startswith("the ") else phrase
 
 
-Parser = Callable[[str], Awaitable[list[Token]]]
-
-
 @dataclass(frozen=True)
 class _Bridge:
     entity: Entity  # as the event names it, cleaned
@@ -222,8 +218,6 @@ class ConnectedGenerator(Generator):
         CHECK_UNKNOWN, MERGE_QUESTIONS,
     )
     default_known_source: ClassVar = "wiki"
-    # The event sentence's parse, for a description when the model cannot write one.
-    parse: Parser | None = None
 
     @classmethod
     def bridge_candidates(cls, event: Event, set_aside: Counter[str] | None = None

@@ -37,6 +37,7 @@ from cuqa_builder.generation.algorithm import (
 from cuqa_builder.generation.estimate import plan_easy, plan_hard
 from cuqa_builder.generation.hard import choose_pairs, merge_pair
 from cuqa_builder.generation.recipes import RECIPES
+from cuqa_builder.generation.structural import Token
 from cuqa_builder.generation.yield_report import item_calls
 from cuqa_builder.grounding.article_text import article_text
 from cuqa_builder.grounding.articles import ArticleStore, open_article_store
@@ -54,7 +55,7 @@ from cuqa_builder.llm.estimate import CallPlan, calibration, compare
 from cuqa_builder.llm.gateway import open_gateway
 from cuqa_builder.llm.settings import LLMSettings, resolve_settings
 from cuqa_builder.llm.types import GatewayStats
-from cuqa_builder.ner import EntityExtractor
+from cuqa_builder.ner import EntityExtractor, parse_tokens
 from cuqa_builder.ner_memo import NerMemo
 from cuqa_builder.records import Candidate, Entity, Event, GenerationFailure
 from cuqa_builder.refresh import stale_candidates
@@ -149,6 +150,12 @@ class PassageEntities:
         found = self._pipeline.result().for_texts([text])[0]
         self._memo.put(text, found)
         return found
+
+    async def parse(self, text: str) -> list[Token]:
+        """An event sentence's dependency parse (the connected recipe's fallback description),
+        on the same thread as NER."""
+        return await asyncio.get_running_loop().run_in_executor(
+            self._thread, parse_tokens, text, self.model_name)
 
     async def __call__(self, text: str) -> list[Entity]:
         if self._memo is None:
@@ -445,9 +452,13 @@ async def _run(ctx: RunContext, tally: Tally) -> tuple[str, GatewayStats, CallPl
                 async with gateway.outside_work():
                     return await find_entities(text)
 
+            async def parse(text: str) -> list[Token]:
+                async with gateway.outside_work():
+                    return await find_entities.parse(text)
+
             generator = RECIPES[options.prompts](
                 gateway, passage_entities, seed=seed, cutoff=ctx.window.label,
-                attempts=options.attempts, known_source=options.known_source,
+                attempts=options.attempts, known_source=options.known_source, parse=parse,
             )
             if generator.known_source == "wiki":  # wiki passages: the events are looked up first
                 events = list(todo())
