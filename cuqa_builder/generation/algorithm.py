@@ -251,6 +251,9 @@ class Generator:
     # entity_key(entity) -> its article at the cutoff, for --known-source wiki
     known_articles: dict[str, KnownArticle] = field(default_factory=dict)
     parse: Parser | None = None  # an event sentence's parse, for recipes that build on it
+    # Build from the parse before asking the model: for a small model, whose own wording is
+    # refused far more often than not, at several seconds a try.
+    parse_first: bool = False
 
     def __post_init__(self) -> None:
         self.templates = self.templates or load_templates(self.steps)

@@ -291,9 +291,14 @@ class ConnectedGenerator(Generator):
 
     async def _description(self, event: Event, bridge: _Bridge, draws: Draws,
                            spent: list[PromptCall]) -> str:
-        """The model's description of the bridge; when every try is refused, one made from the
-        event sentence's parse, if the bridge's role in it allows (`generation/structural.py`)."""
+        """The model's description of the bridge; when every try is refused (or first, with
+        `parse_first`), one made from the event sentence's parse, if the bridge's role in it
+        allows (`generation/structural.py`)."""
         check = description_check(bridge.names, event.date.year)
+        if self.parse_first:
+            found = await self._parsed_description(event, bridge)
+            if found is not None and check(found) is None:
+                return found
         try:
             return await self._step(DESCRIBE_BRIDGE, {
                 "event": event.text, "date": f"{event.date:%-d %B %Y}",

@@ -459,6 +459,7 @@ async def _run(ctx: RunContext, tally: Tally) -> tuple[str, GatewayStats, CallPl
             generator = RECIPES[options.prompts](
                 gateway, passage_entities, seed=seed, cutoff=ctx.window.label,
                 attempts=options.attempts, known_source=options.known_source, parse=parse,
+                parse_first=settings.uses_local_model,  # the embedded model is small
             )
             if generator.known_source == "wiki":  # wiki passages: the events are looked up first
                 events = list(todo())
