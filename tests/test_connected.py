@@ -203,7 +203,8 @@ def test_a_model_that_cannot_describe_the_bridge_gets_a_description_from_the_par
     tmp_path: Path,
 ) -> None:
     """A small model's descriptions name the bridge in every try; the event sentence's parse
-    then gives one in the event's own words ("the organisation that wins ..."). The refused
+    then gives one in the event's own words, its kind from the article's infobox ("the political
+    party that wins ..."). The refused
     tries stay in the item's calls."""
 
     class Unhelpful(ConnectedResponder):
@@ -220,6 +221,6 @@ def test_a_model_that_cannot_describe_the_bridge_gets_a_description_from_the_par
     items = read_jsonl(tmp_path / "candidates.jsonl", Candidate)
     thai = next(i for i in items if i.intermediates.cur_ent.text == "Move Forward Party")
     assert thai.intermediates.bridge_description == (
-        "the organisation that wins the most seats in the Thai general election, in May 2023")
+        "the political party that wins the most seats in the Thai general election, in May 2023")
     refused = [c for c in thai.intermediates.calls if c.function == "DescribeBridge"]
     assert len(refused) == 3 and all("names the bridge" in c.rejected for c in refused)

@@ -132,6 +132,7 @@ class KnownArticle:
     passage: str  # the lead's first sentences
     links: list[Link]  # the lead's links: where k_ent is sampled
     evidence: Evidence
+    kind: str | None = None  # what its infobox says the entity is ("island", "company")
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from cuqa_builder.generation.algorithm import (
     Draws,
     GenerationError,
     Generator,
+    KnownArticle,
     Step,
     StepCheck,
     StepResult,
@@ -177,8 +178,8 @@ def masked_description(description: str) -> str:
     return f"a certain {head or 'one'}"
 
 
-def unknown_question(bridge: Entity, description: str) -> str:
-    return f"{'Who' if kind_of(bridge) == 'person' else 'What'} is {description}?"
+def unknown_question(kind: str, description: str) -> str:
+    return f"{'Who' if kind == 'person' else 'What'} is {description}?"
 
 
 def _strip_the(phrase: str) -> str:
@@ -190,16 +191,16 @@ class _Bridge:
     entity: Entity  # as the event names it, cleaned
     key: str  # its article's key (from the entity as the event file has it)
     names: list[str]  # every name a question could call it by
-
-    @property
-    def kind(self) -> str:
-        return kind_of(self.entity)
+    kind: str  # what it is, in a plain word: "island", "company", "person"
 
 
 
-def _bridge(entity: Entity) -> _Bridge:
+def _bridge(entity: Entity, known: dict[str, KnownArticle]) -> _Bridge:
+    """The bridge; its kind from its article's infobox when there is one, else NER's label."""
     clean = entity.model_copy(update={"text": surface_name(entity.text)})
-    return _Bridge(clean, entity_key(entity), names_of(entity))
+    article = known.get(entity_key(entity))
+    kind = article.kind if article and article.kind else kind_of(entity)
+    return _Bridge(clean, entity_key(entity), names_of(entity), kind)
 
 
 def _answer_names(entity: Entity) -> tuple[str, list[str]]:
@@ -239,7 +240,8 @@ class ConnectedGenerator(Generator):
         failure: GenerationError | None = None
         for entity in bridges:
             try:
-                made = await self._compose(event, _bridge(entity), draws, spent)
+                made = await self._compose(event, _bridge(entity, self.known_articles), draws,
+                                           spent)
             except GenerationError as exc:
                 spent += exc.attempts
                 failure = exc
@@ -414,7 +416,7 @@ class ConnectedGenerator(Generator):
         article = self.known_articles.get(bridge.key)
         return Intermediates(
             branch=branch, cur_ent=bridge.entity, k_ent=k_ent, known_passage=passage,
-            unknown_question=unknown_question(bridge.entity, description),
+            unknown_question=unknown_question(bridge.kind, description),
             known_question=known, known_answer=answer, merged_question=merged, calls=spent,
             fallback=fallback, known_source=self.known_source,
             known_article=article.evidence if article and self.known_source == "wiki" else None,

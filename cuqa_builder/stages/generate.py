@@ -207,7 +207,7 @@ def _passages(store: ArticleStore, entities: list[Entity]) -> dict[str, KnownArt
         if text.passage:
             known[entity_key(entity)] = KnownArticle(
                 passage=text.passage, links=text.lead_links,
-                evidence=store.evidence(lookup, text.lead[:1]),
+                evidence=store.evidence(lookup, text.lead[:1]), kind=text.kind,
             )
     return known
 
