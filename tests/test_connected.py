@@ -14,7 +14,7 @@ import pytest
 from cuqa_builder.annotation.tasks import evidence
 from cuqa_builder.cli.build import main
 from cuqa_builder.generation.bridges import canonical_name
-from cuqa_builder.generation.connected import property_check
+from cuqa_builder.generation.connected import masked_description, property_check
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
 from cuqa_builder.records import Candidate
 from cuqa_builder.run import load_run_info
@@ -224,3 +224,19 @@ def test_a_model_that_cannot_describe_the_bridge_gets_a_description_from_the_par
         "the political party that wins the most seats in the Thai general election, in May 2023")
     refused = [c for c in thai.intermediates.calls if c.function == "DescribeBridge"]
     assert len(refused) == 3 and all("names the bridge" in c.rejected for c in refused)
+
+
+@pytest.mark.parametrize(("description", "masked"), [
+    ("the Danish cyclist who won the Tour de France for the second year in a row in July 2023",
+     "a certain Danish cyclist"),
+    ("the club in Hoylake, England, where an American won the Open in July 2023",
+     "a certain club in Hoylake"),
+    ("the mountain range struck by a magnitude 6.8 earthquake in September 2023",
+     "a certain mountain range"),
+    ("the Nigerian state in which a boat capsized in September 2023", "a certain Nigerian state"),
+    ("the city hosting talks a day after a ceasefire in September 2023", "a certain city"),
+])
+def test_the_masked_question_keeps_what_the_description_says_without_the_event(
+    description: str, masked: str
+) -> None:
+    assert masked_description(description) == masked

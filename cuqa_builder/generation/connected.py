@@ -166,7 +166,9 @@ def category_check(bridge: list[str]) -> StepCheck:
 # Where a description's head (what the bridge is) ends and the event's part begins.
 _EVENT_PART = re.compile(
     r"\s+(?:whose|that|which|who|whom|where|when|(?:in|at|on|from|by|during) (?:which|whom))\b"
-    r"|,|\s+\w+ed\b"
+    r"|,|\s+\w+(?:ed|ing)\b"
+    # the irregular past participles a description opens its event with
+    r"|\s+(?:struck|hit|held|won|lost|led|made|sent|found|built|chosen|taken|given|shot)\b"
 )
 
 
