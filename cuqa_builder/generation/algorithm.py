@@ -133,6 +133,8 @@ class KnownArticle:
     links: list[Link]  # the lead's links: where k_ent is sampled
     evidence: Evidence
     kind: str | None = None  # what its infobox says the entity is ("island", "company")
+    # infobox parameter -> its single link, where the article's text names that link too
+    relations: dict[str, Link] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -252,9 +254,9 @@ class Generator:
     # entity_key(entity) -> its article at the cutoff, for --known-source wiki
     known_articles: dict[str, KnownArticle] = field(default_factory=dict)
     parse: Parser | None = None  # an event sentence's parse, for recipes that build on it
-    # Build from the parse before asking the model: for a small model, whose own wording is
-    # refused far more often than not, at several seconds a try.
-    parse_first: bool = False
+    # Build from structure (the parse, the infobox) before asking the model: for a small model,
+    # whose own wording is refused or wrong far more often than not, at seconds a try.
+    structure_first: bool = False
 
     def __post_init__(self) -> None:
         self.templates = self.templates or load_templates(self.steps)

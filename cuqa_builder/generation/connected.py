@@ -19,9 +19,11 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
+from functools import cache
 from typing import ClassVar
 
 from cuqa_builder.generation.algorithm import (
+    LINK_LABEL,
     MERGE_QUESTIONS,
     Draws,
     GenerationError,
@@ -48,6 +50,7 @@ from cuqa_builder.generation.output_parsing import OutputError, parse_passage, p
 from cuqa_builder.generation.structural import describe_from_parse
 from cuqa_builder.grounding.keys import entity_key
 from cuqa_builder.llm.client import prompt_request
+from cuqa_builder.prompts import load_prompt
 from cuqa_builder.records import Candidate, Entity, Event, Intermediates, PromptCall
 from cuqa_builder.validation.connected import (
     CHECK_SAMPLING,
@@ -184,6 +187,17 @@ def unknown_question(kind: str, description: str) -> str:
     return f"{'Who' if kind == 'person' else 'What'} is {description}?"
 
 
+INFOBOX_QUESTIONS = "known_questions_from_infobox"
+
+
+@cache
+def infobox_questions() -> dict[str, str]:
+    """Infobox parameter -> the known question it makes (`prompts/{INFOBOX_QUESTIONS}.txt`)."""
+    text = load_prompt(INFOBOX_QUESTIONS, expects=frozenset({"bridge"})).text
+    pairs = (line.split(":", 1) for line in text.splitlines() if ":" in line)
+    return {name.strip(): question.strip() for name, question in pairs}
+
+
 def _strip_the(phrase: str) -> str:
     return phrase[4:] if phrase.lower().startswith("the ") else phrase
 
@@ -296,10 +310,10 @@ class ConnectedGenerator(Generator):
     async def _description(self, event: Event, bridge: _Bridge, draws: Draws,
                            spent: list[PromptCall]) -> str:
         """The model's description of the bridge; when every try is refused (or first, with
-        `parse_first`), one made from the event sentence's parse, if the bridge's role in it
+        `structure_first`), one made from the event sentence's parse, if the bridge's role in it
         allows (`generation/structural.py`)."""
         check = description_check(bridge.names, event.date.year)
-        if self.parse_first:
+        if self.structure_first:
             found = await self._parsed_description(event, bridge)
             if found is not None and check(found) is None:
                 return found
@@ -357,10 +371,15 @@ class ConnectedGenerator(Generator):
             category = await self._category(bridge, passage, draws, spent)
             if category is not None:
                 return self._aab(event, bridge, description, passage, category, spent)
+        fallback = no_category if draws.aab else None
+        if templated := self._infobox_hop(bridge, draws.k_fraction):
+            k_ent, known = templated
+            return await self._abc(event, bridge, k_ent, description, passage, draws, spent,
+                                   fallback=fallback, known=known)
         k_ent = await self._known_answer(passage, bridge, draws.k_fraction)
         if k_ent is not None:
             return await self._abc(event, bridge, k_ent, description, passage, draws, spent,
-                                   fallback=no_category if draws.aab else None)
+                                   fallback=fallback)
         if draws.aab:
             raise GenerationError(CATEGORY.function, f"{no_category}, and {no_k_ent}")
         category = await self._category(bridge, passage, draws, spent)
@@ -368,10 +387,32 @@ class ConnectedGenerator(Generator):
             raise GenerationError(CATEGORY.function, f"{no_k_ent}, and {no_category}")
         return self._aab(event, bridge, description, passage, category, spent, fallback=no_k_ent)
 
+    def _infobox_hop(self, bridge: _Bridge, fraction: float) -> tuple[Entity, str] | None:
+        """With `structure_first`: k_ent is one of the bridge's infobox relations that has a
+        question template, and the known question is that template's."""
+        article = self.known_articles.get(bridge.key)
+        if not self.structure_first or article is None:
+            return None
+        questions = infobox_questions()
+        usable_relations = [
+            (name, link) for name, link in article.relations.items() if name in questions
+            and set_aside_reason(k := Entity(text=link.text, label=LINK_LABEL,
+                                             wiki_title=link.title)) is None
+            and not same_entity(k, bridge.entity)
+        ]
+        if not usable_relations:
+            return None
+        name, link = usable_relations[int(fraction * len(usable_relations))]
+        k_ent = Entity(text=link.text, label=LINK_LABEL, wiki_title=link.title)
+        return k_ent, questions[name].format(bridge=bridge.entity.text)
+
     async def _abc(self, event: Event, bridge: _Bridge, k_ent: Entity, description: str,
-                   passage: str, draws: Draws, spent: list, fallback: str | None) -> Candidate:
+                   passage: str, draws: Draws, spent: list, fallback: str | None,
+                   known: str | None = None) -> Candidate:
+        """`known`: a templated known question (no call), else the model writes one."""
         answer, aliases = _answer_names(k_ent)
-        known = await self._step(PROPERTY_QUESTION, {
+        templated = known is not None
+        known = known or await self._step(PROPERTY_QUESTION, {
             "passage": passage, "bridge": bridge.entity.text, "answer": k_ent.text,
             "event": event.text, "cutoff": self.cutoff,
         }, draws, spent, property_check(bridge.names, [answer, *aliases]))
@@ -382,8 +423,12 @@ class ConnectedGenerator(Generator):
             "ABC", event, bridge, description, passage, known, answer, merged, masked, spent,
             k_ent=k_ent, fallback=fallback,
         )
-        return self.candidate(event, answer, aliases, steps, {DESCRIBE_BRIDGE, PROPERTY_QUESTION,
-                                                              *self._passage_step()})
+        item = self.candidate(event, answer, aliases, steps,
+                              {DESCRIBE_BRIDGE, *self._passage_step()} if templated else
+                              {DESCRIBE_BRIDGE, PROPERTY_QUESTION, *self._passage_step()})
+        if templated:  # the known question came from the infobox template file
+            item.generator.prompts[INFOBOX_QUESTIONS] = load_prompt(INFOBOX_QUESTIONS).sha256
+        return item
 
     async def _category(self, bridge: _Bridge, passage: str, draws: Draws,
                         spent: list) -> str | None:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
-from mwparserfromhell.nodes import Heading, Node
+from mwparserfromhell.nodes import Heading, Node, Template
 
 from cuqa_builder.records import Link, Page
 from cuqa_builder.text import contains_answer
@@ -35,6 +35,8 @@ class ArticleText:
     lead_links: list[Link]
     links: list[Link]
     kind: str | None = None  # what its infobox says it is: "island", "country", "person"...
+    # infobox parameter -> its value, where the value is a single link (`capital = [[Rabat]]`)
+    relations: dict[str, Link] = field(default_factory=dict)
 
     @property
     def passage(self) -> str:
@@ -101,8 +103,9 @@ def _parse(title: str, wikitext: str) -> ArticleText:
             lead, lead_links = found, found_links
         sentences += found
         links += found_links
+    infobox = _infobox(wikitext)
     return ArticleText(title=title, lead=lead, sentences=sentences, lead_links=lead_links,
-                       links=links, kind=_infobox_kind(wikitext))
+                       links=links, kind=_infobox_kind(infobox), relations=_relations(infobox))
 
 
 _INFOBOX = re.compile(r"^\s*infobox\s+", re.IGNORECASE)
@@ -110,11 +113,14 @@ _INFOBOX = re.compile(r"^\s*infobox\s+", re.IGNORECASE)
 _PERSON_INFOBOX = re.compile(r"officeholder|royalty|person|biography|cyclist|golfer|player")
 
 
-def _infobox_kind(wikitext: str) -> str | None:
-    """What the first infobox says the subject is: its settlement type ("island", "province"),
-    else its kind ("country", "political party"), "person" for any biography."""
-    template = next((t for t in parse_wikitext(wikitext).filter_templates(recursive=False)
-                     if _INFOBOX.match(str(t.name))), None)
+def _infobox(wikitext: str) -> Template | None:
+    return next((t for t in parse_wikitext(wikitext).filter_templates(recursive=False)
+                 if _INFOBOX.match(str(t.name))), None)
+
+
+def _infobox_kind(template: Template | None) -> str | None:
+    """What the infobox says the subject is: its settlement type ("island", "province"), else
+    its kind ("country", "political party"), "person" for any biography."""
     if template is None:
         return None
     if template.has("settlement_type"):
@@ -123,6 +129,16 @@ def _infobox_kind(wikitext: str) -> str | None:
             return kind
     kind = " ".join(_INFOBOX.sub("", str(template.name)).split()).lower()
     return "person" if _PERSON_INFOBOX.search(kind) else kind or None
+
+
+def _relations(template: Template | None) -> dict[str, Link]:
+    """The infobox's parameters whose value is one link and nothing else of note."""
+    found: dict[str, Link] = {}
+    for param in template.params if template is not None else ():
+        rendered = render(param.value.nodes)
+        if len(rendered.links) == 1 and rendered.text.strip() == rendered.links[0].text.strip():
+            found[str(param.name).strip()] = rendered.links[0]
+    return found
 
 
 def article_text(page: Page) -> ArticleText:

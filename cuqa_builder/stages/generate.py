@@ -208,6 +208,8 @@ def _passages(store: ArticleStore, entities: list[Entity]) -> dict[str, KnownArt
             known[entity_key(entity)] = KnownArticle(
                 passage=text.passage, links=text.lead_links,
                 evidence=store.evidence(lookup, text.lead[:1]), kind=text.kind,
+                relations={name: link for name, link in text.relations.items()
+                           if text.sentences_naming([link.text, link.title], limit=1)},
             )
     return known
 
@@ -459,7 +461,7 @@ async def _run(ctx: RunContext, tally: Tally) -> tuple[str, GatewayStats, CallPl
             generator = RECIPES[options.prompts](
                 gateway, passage_entities, seed=seed, cutoff=ctx.window.label,
                 attempts=options.attempts, known_source=options.known_source, parse=parse,
-                parse_first=settings.uses_local_model,  # the embedded model is small
+                structure_first=settings.uses_local_model,  # the embedded model is small
             )
             if generator.known_source == "wiki":  # wiki passages: the events are looked up first
                 events = list(todo())
