@@ -13,11 +13,19 @@ import pytest
 
 from cuqa_builder.annotation.tasks import evidence
 from cuqa_builder.cli.build import main
+from cuqa_builder.generation.algorithm import KnownArticle
 from cuqa_builder.generation.bridges import canonical_name
-from cuqa_builder.generation.connected import masked_description, property_check
+from cuqa_builder.generation.connected import (
+    ConnectedGenerator,
+    _bridge,
+    masked_description,
+    property_check,
+)
+from cuqa_builder.grounding.article_text import article_text
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
-from cuqa_builder.records import Candidate
+from cuqa_builder.records import Candidate, Entity, Evidence
 from cuqa_builder.run import load_run_info
+from cuqa_builder.snapshot import articles_dir, iter_snapshot
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events
 from cuqa_builder.testing.openai_server import Reply, ScriptedLLM, last_user_message
 
@@ -240,3 +248,24 @@ def test_the_masked_question_keeps_what_the_description_says_without_the_event(
     description: str, masked: str
 ) -> None:
     assert masked_description(description) == masked
+
+
+def test_a_small_generator_takes_the_known_hop_from_the_infobox() -> None:
+    """With `structure_first` (the embedded model), ABC's known question is the template of one
+    infobox relation that the article's text also names, and k_ent is that relation's link."""
+    page = next(p for p in iter_snapshot(articles_dir(SAMPLE)) if p.meta.title == "Morocco")
+    text = article_text(page)
+    assert text.kind == "country" and text.relations["capital"].title == "Rabat"
+    known = {"Morocco": KnownArticle(
+        passage=text.passage, links=text.lead_links, kind=text.kind,
+        evidence=Evidence(title="Morocco", revid=1, timestamp="2023-01-01T00:00:00Z"),
+        relations={"capital": text.relations["capital"],
+                   "leader_name2": text.relations["leader_name2"]})}
+    generator = ConnectedGenerator(None, None, seed=0, cutoff="2023-04",  # type: ignore[arg-type]
+                                   known_articles=known, structure_first=True)
+    bridge = Entity(text="Morocco", label="GPE", wiki_title="Morocco")
+    k_ent, question = generator._infobox_hop(_bridge(bridge, known), 0.0)
+    # leader_name2 has no template (a leader changes): the capital is the one relation asked
+    assert (k_ent.wiki_title, question) == ("Rabat", "What is the capital of Morocco?")
+    generator.structure_first = False
+    assert generator._infobox_hop(_bridge(bridge, known), 0.0) is None
