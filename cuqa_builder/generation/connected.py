@@ -246,7 +246,8 @@ class ConnectedGenerator(Generator):
         """Up to `BRIDGE_TRIES` bridges, the drawn one first: an item whose question the
         checker still answers with the event masked, or as a model of the cutoff, is set aside
         for the next bridge (the same calls as the validate stage's checks, which the cache
-        then answers). With no bridge left, the last item made goes on to validation."""
+        then answers). With no bridge left, the last item made goes on to validation. With
+        `structure_first` the first item made goes on at once."""
         pool = self._bridge_pool(event)
         draws = draw(self.seed, event.id, len(pool))
         bridges = [pool[(draws.cur_index + i) % len(pool)]
@@ -262,8 +263,8 @@ class ConnectedGenerator(Generator):
                 spent += exc.attempts
                 failure = exc
                 continue
-            if await self._needs_the_event(made, spent):
-                break
+            if self.structure_first or await self._needs_the_event(made, spent):
+                break  # a small model is no judge of shortcuts: validate asks the checker
         if made is None:
             assert failure is not None
             failure.branch = "AAB" if draws.aab else "ABC"
@@ -376,7 +377,9 @@ class ConnectedGenerator(Generator):
             k_ent, known = templated
             return await self._abc(event, bridge, k_ent, description, passage, draws, spent,
                                    fallback=fallback, known=known)
-        k_ent = await self._known_answer(passage, bridge, draws.k_fraction)
+        # A small model's own known questions rarely ask for their answer: infobox hops only.
+        k_ent = None if self.structure_first else await self._known_answer(
+            passage, bridge, draws.k_fraction)
         if k_ent is not None:
             return await self._abc(event, bridge, k_ent, description, passage, draws, spent,
                                    fallback=fallback)

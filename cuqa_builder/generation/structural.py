@@ -67,6 +67,19 @@ def _render(tokens: list[Token], changed: dict[int, str]) -> str:
     return text.rstrip(" .;:,")
 
 
+def _common_start(kept: list[Token], sentence: list[Token], changed: dict[int, str]) -> bool:
+    """Whether the clause opens with a word capitalised only for starting the sentence: not a
+    name ("Recep Tayyip ..."), though the tagger calls a capitalised "Wildfires" a name too."""
+    first = kept[0]
+    if first.index in changed:
+        return False
+    if first.tag not in ("NNP", "NNPS"):
+        return True
+    following = kept[1] if len(kept) > 1 else None
+    return first.index == sentence[0].index and following is not None and (
+        following.text[:1].islower())
+
+
 def describe_from_parse(tokens: list[Token], start: int, end: int, kind: str,
                         when: str) -> str | None:
     """The bridge at characters `start`-`end` of the parsed text described by its sentence;
@@ -93,8 +106,7 @@ def describe_from_parse(tokens: list[Token], start: int, end: int, kind: str,
     if not kept:
         return None
     clause = _render(kept, changed)
-    first = kept[0]
-    if first.tag not in ("NNP", "NNPS") and first.index not in changed:
+    if _common_start(kept, sentence, changed):
         clause = clause[:1].lower() + clause[1:]
     if opener == "that" and kind == "person":
         opener = "who"
