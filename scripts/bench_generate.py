@@ -95,7 +95,8 @@ def scripted(args: argparse.Namespace, root: Path) -> None:
     cache = root / "llm-cache.sqlite"
     with ServerProcess(args.latency) as server:
         def argv(out: Path) -> list[str]:
-            return ["--out", str(out), "--cutoff", "2023-04", "--stage", "generate", "-q",
+            return ["--out", str(out), "--cutoff", "2023-04", "--prompts", "paper", "--stage",
+                    "generate", "-q",
                     "--base-url", server.base_url, "--model", "scripted",
                     "--concurrency", str(args.concurrency), "--cache", str(cache)]
 
@@ -127,7 +128,8 @@ def scripted(args: argparse.Namespace, root: Path) -> None:
 def local(args: argparse.Namespace, root: Path) -> None:
     out = root / "local"
     write_jsonl(out / "events.jsonl", make_events(args.local_events))
-    _, wall, _ = timed_build(["--out", str(out), "--cutoff", "2023-04", "--stage", "generate",
+    _, wall, _ = timed_build(["--out", str(out), "--cutoff", "2023-04", "--prompts", "paper",
+                              "--stage", "generate",
                               "-q", "--llm", f"local:{args.local}", "--concurrency", "1"])
     made = len(read_jsonl(out / "candidates.jsonl", Candidate))
     failed = read_jsonl(out / FAILURES, GenerationFailure)

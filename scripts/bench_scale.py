@@ -142,7 +142,8 @@ def answer_round_files(directory: Path, engine: DistinctPassages) -> tuple[int, 
 def bench_files(args: argparse.Namespace, root: Path) -> bool:
     out, rounds = root / "run", root / "rounds"
     write_jsonl(out / "events.jsonl", make_events(args.events))
-    argv = ["--out", str(out), "--cutoff", "2023-04", "--stage", "generate", "-q",
+    argv = ["--out", str(out), "--cutoff", "2023-04", "--prompts", "paper", "--stage", "generate",
+            "-q",
             "--model", MODEL, "--batch-files", str(rounds),
             "--batch-max-requests", str(args.max_requests), "--batch-max-mb", str(args.max_mb)]
     engine = DistinctPassages()
@@ -195,7 +196,8 @@ def bench_live(args: argparse.Namespace, root: Path) -> bool:
     os.environ["OPENAI_API_KEY"] = "sk-bench-unused"
     with ServerProcess(args.latency) as server:
         start, wall, _ = timed_build([
-            "--out", str(out), "--cutoff", "2023-04", "--stage", "generate", "-q",
+            "--out", str(out), "--cutoff", "2023-04", "--prompts", "paper", "--stage", "generate",
+                "-q",
             "--base-url", server.base_url, "--model", "scripted",
             "--concurrency", str(args.concurrency), "--rpm", str(args.rpm)])
         arrivals = server.arrivals()
