@@ -368,7 +368,8 @@ class ConnectedGenerator(Generator):
         passage = await self._known_passage(event, bridge, draws, spent)
         no_k_ent = f"no named thing other than {bridge.entity.text!r} in the known passage"
         no_category = f"no category with several members holds {bridge.entity.text!r}"
-        if draws.aab:
+        # A small model copies a category from the prompt's examples: ABC from structure only.
+        if draws.aab and not self.structure_first:
             category = await self._category(bridge, passage, draws, spent)
             if category is not None:
                 return self._aab(event, bridge, description, passage, category, spent)
@@ -383,7 +384,7 @@ class ConnectedGenerator(Generator):
         if k_ent is not None:
             return await self._abc(event, bridge, k_ent, description, passage, draws, spent,
                                    fallback=fallback)
-        if draws.aab:
+        if draws.aab or self.structure_first:
             raise GenerationError(CATEGORY.function, f"{no_category}, and {no_k_ent}")
         category = await self._category(bridge, passage, draws, spent)
         if category is None:
