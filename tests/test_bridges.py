@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
-
 import pytest
 
 from cuqa_builder.generation.bridges import (
@@ -15,39 +13,8 @@ from cuqa_builder.generation.bridges import (
     set_aside_reason,
     substitute,
     surface_name,
-    usable,
 )
-from cuqa_builder.ner import EntityExtractor
-from cuqa_builder.records import Entity, Event, EventSource, Link
-
-
-@pytest.fixture(scope="module")
-def extractor() -> EntityExtractor:
-    return EntityExtractor()
-
-
-def _event(text: str, links: list[Link]) -> Event:
-    return Event(id="ev-1", date="2023-09-12", text=text, links=links,
-                 source=EventSource(title="t", revid=1, url="https://example.org/t"))
-
-
-def test_the_entities_stage_output_keeps_only_named_things(extractor: EntityExtractor) -> None:
-    """A portal sentence with a demonym, a possessive, a linked common noun and an office, run
-    through the real NER + wikilink merge; only the people, places and organisations are left."""
-    text = ("Israeli aircraft strike the headquarters of Khalifa Haftar's forces near Benghazi, "
-            "Libya, as the President of Turkey calls for a ceasefire at a basketball match.")
-    links = [Link(title="Khalifa Haftar", text="Khalifa Haftar"),
-             Link(title="Benghazi", text="Benghazi"), Link(title="Libya", text="Libya"),
-             Link(title="Headquarters", text="headquarters"),
-             Link(title="President of Turkey", text="President of Turkey"),
-             Link(title="Basketball", text="basketball")]
-    [event] = extractor.for_events([_event(text, links)])
-    set_aside: Counter[str] = Counter()
-    kept = usable(event.entities, set_aside)
-    assert [e.text for e in kept] == ["Khalifa Haftar", "Benghazi", "Libya", "Turkey"]
-    assert set_aside[DEMONYM] == 1  # Israeli
-    assert set_aside[COMMON_NOUN] == 2  # headquarters, basketball
-    assert set_aside[OFFICE] == 1  # President of Turkey
+from cuqa_builder.records import Entity
 
 
 @pytest.mark.parametrize(("entity", "reason"), [

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import date
 
 import pytest
 
+from cuqa_builder.generation.bridges import COMMON_NOUN, DEMONYM, OFFICE, usable
 from cuqa_builder.ner import (
     LINK_LABEL,
     EntityExtractor,
@@ -190,3 +192,20 @@ def test_a_span_covering_half_a_link_does_not_lend_its_label() -> None:
 def test_a_missing_pipeline_says_what_to_install() -> None:
     with pytest.raises(SpacyModelError, match="pip install"):
         EntityExtractor("xx_no_such_pipeline")
+
+
+def test_the_entities_stage_output_keeps_only_named_things(extractor: EntityExtractor) -> None:
+    """A portal sentence with a demonym, a possessive, a linked common noun and an office, run
+    through the real NER + wikilink merge; only the people, places and organisations are left."""
+    text = ("Israeli aircraft strike the headquarters of Khalifa Haftar's forces near Benghazi, "
+            "Libya, as the President of Turkey calls for a ceasefire at a basketball match.")
+    links = [("Khalifa Haftar", "Khalifa Haftar"), ("Benghazi", "Benghazi"), ("Libya", "Libya"),
+             ("Headquarters", "headquarters"), ("President of Turkey", "President of Turkey"),
+             ("Basketball", "basketball")]
+    [event] = extractor.for_events([make_event(text, links)])
+    set_aside: Counter[str] = Counter()
+    kept = usable(event.entities, set_aside)
+    assert [e.text for e in kept] == ["Khalifa Haftar", "Benghazi", "Libya", "Turkey"]
+    assert set_aside[DEMONYM] == 1  # Israeli
+    assert set_aside[COMMON_NOUN] == 2  # headquarters, basketball
+    assert set_aside[OFFICE] == 1  # President of Turkey

@@ -23,10 +23,10 @@ from cuqa_builder.answer_parsing import extract_answer
 from cuqa_builder.generation.bridges import kind_of, names_of, substitute
 from cuqa_builder.llm.types import LLMError
 from cuqa_builder.prompts import load_prompt
-from cuqa_builder.records import Candidate, CheckFailure, ConnectedVerdict
+from cuqa_builder.records import Candidate, CheckFailure, ConnectedVerdict, Validation
 from cuqa_builder.text import contains_answer
 from cuqa_builder.validation.checks import CheckReport
-from cuqa_builder.validation.probes import ask_each
+from cuqa_builder.validation.probes import ask_each, record_outcomes
 
 if TYPE_CHECKING:  # the gateway module loads `openai`
     from cuqa_builder.llm.gateway import Gateway
@@ -114,15 +114,11 @@ def record_connected(
     outcomes: Sequence[list[ConnectedVerdict] | LLMError], model: str,
 ) -> None:
     """Store each item's verdicts; a checker that still answers fails the item."""
-    for index, outcome in zip(indexes, outcomes, strict=True):
-        validation = report.validations[index]
-        if isinstance(outcome, LLMError):
-            failures = [CheckFailure(check=CONNECTED_ERROR, reason=f"the checker {model} could "
-                                     f"not be asked ({outcome}); run validate again to retry")]
-        else:
-            validation.connected = outcome
-            report.applied.update({v.check for v in outcome})
-            failures = list({v.check: _failure(v) for v in outcome if not v.passed}.values())
-        report.failed.update({f.check for f in failures})
-        validation.failures.extend(failures)
-        validation.passed = not validation.failures
+
+    def judge(validation: Validation, verdicts: list[ConnectedVerdict]) -> list[CheckFailure]:
+        validation.connected = verdicts
+        report.applied.update({v.check for v in verdicts})
+        return list({v.check: _failure(v) for v in verdicts if not v.passed}.values())
+
+    record_outcomes(report, indexes, outcomes, asked=f"the checker {model}",
+                    error_check=CONNECTED_ERROR, judge=judge)

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 
 from cuqa_builder.llm.types import LLMError
 from cuqa_builder.prompts import load_prompt
-from cuqa_builder.records import Candidate, CheckFailure, CriticVerdict
+from cuqa_builder.records import Candidate, CheckFailure, CriticVerdict, Validation
 from cuqa_builder.validation.checks import CheckReport
-from cuqa_builder.validation.probes import ask_each
+from cuqa_builder.validation.probes import ask_each, record_outcomes
 
 if TYPE_CHECKING:  # the gateway module loads `openai`
     from cuqa_builder.llm.gateway import Gateway
@@ -103,22 +103,13 @@ def record_critic(
     outcomes: Sequence[dict[str, CriticVerdict] | LLMError], model: str, *, advisory: bool,
 ) -> None:
     """Store each verdict; a failed criterion fails the item, or is only noted when advisory."""
-    for index, outcome in zip(indexes, outcomes, strict=True):
-        validation = report.validations[index]
-        if isinstance(outcome, LLMError):
-            failures = [CheckFailure(check=CRITIC_ERROR, reason=f"the critic {model} could not be "
-                                     f"asked ({outcome}); run validate again to retry")]
-        else:
-            validation.critic = outcome
-            report.applied.update(CRITIC_CHECKS)
-            failures = [
-                CheckFailure(check=CRITIC_PREFIX + name, reason=f"the critic {model} says no: "
+
+    def judge(validation: Validation, verdicts: dict[str, CriticVerdict]) -> list[CheckFailure]:
+        validation.critic = verdicts
+        report.applied.update(CRITIC_CHECKS)
+        return [CheckFailure(check=CRITIC_PREFIX + name, reason=f"the critic {model} says no: "
                              f"{verdict.note or '(no reason given)'}")
-                for name, verdict in outcome.items() if not verdict.passed
-            ]
-        report.failed.update({f.check for f in failures})
-        if advisory and not isinstance(outcome, LLMError):
-            validation.advisories.extend(failures)
-        else:
-            validation.failures.extend(failures)
-            validation.passed = not validation.failures
+                for name, verdict in verdicts.items() if not verdict.passed]
+
+    record_outcomes(report, indexes, outcomes, asked=f"the critic {model}",
+                    error_check=CRITIC_ERROR, judge=judge, advisory=advisory)

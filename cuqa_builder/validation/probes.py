@@ -25,7 +25,7 @@ from cuqa_builder.judge import judge
 from cuqa_builder.llm.client import LLMClient, prompt_request
 from cuqa_builder.llm.types import LLMError
 from cuqa_builder.prompts import load_prompt
-from cuqa_builder.records import Candidate, CheckFailure
+from cuqa_builder.records import Candidate, CheckFailure, Validation
 from cuqa_builder.text import contains_answer, normalize_answer
 from cuqa_builder.validation.checks import CheckReport
 
@@ -216,3 +216,26 @@ def record_probes(
         report.failed.update({f.check for f in failures})
         validation.failures.extend(failures)
         validation.passed = not validation.failures
+
+
+def record_outcomes(
+    report: CheckReport, indexes: Sequence[int], outcomes: Sequence[T | LLMError], *,
+    asked: str, error_check: str, judge: Callable[[Validation, T], list[CheckFailure]],
+    advisory: bool = False,
+) -> None:
+    """Store what a checker model (`asked`: "the critic M") said of each candidate: `judge`
+    records an answer and returns its failures; an answer that could not be had fails the
+    item with `error_check`, to be retried. Advisory failures are noted, not failing."""
+    for index, outcome in zip(indexes, outcomes, strict=True):
+        validation = report.validations[index]
+        if isinstance(outcome, LLMError):
+            failures = [CheckFailure(check=error_check, reason=f"{asked} could not be asked "
+                                     f"({outcome}); run validate again to retry")]
+        else:
+            failures = judge(validation, outcome)
+        report.failed.update({f.check for f in failures})
+        if advisory and not isinstance(outcome, LLMError):
+            validation.advisories.extend(failures)
+        else:
+            validation.failures.extend(failures)
+            validation.passed = not validation.failures
