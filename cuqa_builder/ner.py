@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import multiprocessing.context
+import signal
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -219,6 +220,9 @@ def _worker_context() -> multiprocessing.context.BaseContext:
 
 def _start_worker(model_name: str) -> None:
     global _WORKER_PIPELINE
+    # Ctrl-C reaches the whole process group: the parent answers it and shuts the pool down;
+    # a worker interrupted too would print its own traceback and break the pool under it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if _WORKER_PIPELINE is None:
         _WORKER_PIPELINE = load_pipeline(model_name)
 
