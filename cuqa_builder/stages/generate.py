@@ -249,11 +249,14 @@ class _Writer:
 
     def __init__(self, ctx: RunContext, tally: Tally) -> None:
         self.tally = tally
+        self.out = ctx.out
         self.candidates = JsonlAppender(ctx.path(CANDIDATES))
         atomic_write_text(ctx.path(GENERATION_FAILURES), "")  # the failures of this run only
         self.failures = JsonlAppender(ctx.path(GENERATION_FAILURES))
 
     def done(self, item: Candidate) -> None:
+        if not self.tally.written:  # the seed is the candidates': recorded with the first one
+            save_run_info(self.out, seed=item.seed)
         self.candidates.append(item)
         self.tally.count(item)
 
