@@ -36,7 +36,7 @@ from cuqa_builder.generation.algorithm import (
 )
 from cuqa_builder.generation.estimate import plan_easy, plan_hard
 from cuqa_builder.generation.hard import choose_pairs, merge_pair
-from cuqa_builder.generation.yield_report import item_calls
+from cuqa_builder.generation.yield_report import item_calls, stage_line
 from cuqa_builder.grounding.article_text import article_text
 from cuqa_builder.grounding.articles import ArticleStore, open_article_store
 from cuqa_builder.grounding.keys import entity_key
@@ -48,7 +48,7 @@ from cuqa_builder.jsonio import (
     read_jsonl,
     write_jsonl,
 )
-from cuqa_builder.llm.batch import describe_batches
+from cuqa_builder.llm.batch import describe_batches, describe_files_read
 from cuqa_builder.llm.estimate import CallPlan, calibration, compare
 from cuqa_builder.llm.gateway import open_gateway
 from cuqa_builder.llm.settings import LLMSettings, resolve_settings
@@ -508,6 +508,12 @@ def _summary(
     return "\n".join(lines)
 
 
+def _whole_stage(ctx: RunContext, model: str) -> str:
+    records = stage_line(iter_jsonl(ctx.path(CANDIDATES), Candidate),
+                         iter_jsonl(ctx.path(GENERATION_FAILURES), GenerationFailure))
+    return f"{records}; {describe_files_read(ctx.path(LLM_CACHE), model)}"
+
+
 def _short(reason: str, limit: int = 160) -> str:
     reason = " ".join(reason.split())
     return reason if len(reason) <= limit else reason[: limit - 1] + "…"
@@ -518,6 +524,8 @@ def run(ctx: RunContext) -> str:
     tally = Tally()
     model, stats, plan = asyncio.run(_run(ctx, tally))
     summary = _summary(ctx, tally, model, stats, time.perf_counter() - started, plan)
+    if ctx.options.llm.batch_files is not None:  # this command made only the last round's part
+        summary += "\n" + _whole_stage(ctx, model)
     if tally.reasons and not tally.written:  # every item it tried failed: say why, exit 1
         raise NothingProducedError(
             f"no candidate could be made: {tally.failed + tally.hard_failed} failed, most "
