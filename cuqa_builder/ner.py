@@ -11,10 +11,12 @@ import gc
 import multiprocessing
 import multiprocessing.context
 import signal
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from itertools import chain, islice
@@ -245,7 +247,8 @@ class EntityExtractor:
                 pending: deque[tuple[list[T], Future[list[Offsets]]]] = deque()
                 for batch in batches:
                     texts = [text_of(item) for item in batch]
-                    job = pool.submit(_offsets_in_worker, texts, self.batch_size)
+                    with _ctrl_c_deferred():  # a submit may start workers
+                        job = pool.submit(_offsets_in_worker, texts, self.batch_size)
                     pending.append((batch, job))
                     if len(pending) >= processes * _BATCHES_AHEAD:
                         yield self._result(pending.popleft())
@@ -272,6 +275,25 @@ def _worker_context() -> multiprocessing.context.BaseContext:
     # Forking shares the loaded pipeline; elsewhere each worker loads its own.
     methods = multiprocessing.get_all_start_methods()
     return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+
+
+@contextmanager
+def _ctrl_c_deferred() -> Iterator[None]:
+    """A Ctrl-C while the pool starts its workers is answered once it is done: raised in the
+    middle of starting them, it would leave workers nobody stops, and the process would wait
+    for them at exit for ever. (A worker forked meanwhile only notes it, then ignores SIGINT.)"""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield  # Ctrl-C is not this thread's, or not the usual one (ignored, handled): left be
+        return
+    pressed: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, _frame: pressed.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if pressed:
+        raise KeyboardInterrupt
 
 
 def _start_worker(model_name: str) -> None:

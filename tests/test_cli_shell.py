@@ -29,6 +29,7 @@ from cuqa_builder.stages.registry import STAGES, MissingInputError, producer_of,
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events
 from cuqa_builder.testing.openai_server import Reply, ScriptedLLM
 from cuqa_builder.window import Window
+from tests.test_events_stage import many_days
 
 ROOT = Path(__file__).resolve().parents[1]
 Main = Callable[[list[str]], int]
@@ -185,6 +186,29 @@ def ctrl_c_reaches_children() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+STARTED: list[subprocess.Popen[str]] = []
+
+
+def start(argv: list[str], **popen: Any) -> subprocess.Popen[str]:
+    """A command in its own process group (so that the test's Ctrl-C reaches it as a
+    terminal's would: the command and the processes it starts), stopped after the test."""
+    with ctrl_c_reaches_children():
+        process = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True,
+                                   start_new_session=True, **popen)
+    STARTED.append(process)
+    return process
+
+
+@pytest.fixture(autouse=True)
+def stop_what_is_left() -> Iterator[None]:
+    yield
+    while STARTED:
+        process = STARTED.pop()
+        if process.poll() is None:  # a test that failed: the group is stopped, with its workers
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
 def ctrl_c(process: subprocess.Popen[Any]) -> None:
     """What a terminal's Ctrl-C does: SIGINT to the whole process group."""
     os.killpg(process.pid, signal.SIGINT)
@@ -255,9 +279,7 @@ def start_generate(out: Path, llm: ScriptedLLM, *, stdout: int | None = None,
     # at exit, where a Ctrl-C used to end in "Exception ignored ... KeyboardInterrupt".
     env = {**os.environ, "OPENAI_API_KEY": "sk-test-shell-0000"}
     env.pop("PYTHONUNBUFFERED", None)
-    with ctrl_c_reaches_children():
-        return subprocess.Popen(argv, env=env, stdout=stdout, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True)
+    return start(argv, env=env, stdout=stdout)
 
 
 def bodies(requests: list[dict[str, Any]]) -> set[str]:
@@ -331,6 +353,28 @@ def test_ctrl_c_while_the_command_imports_is_exit_130(
         finally:
             responder.release.set()
         _, err = process.communicate(timeout=180)
+    assert process.returncode == INTERRUPTED, err
+    assert err.strip().splitlines()[-1] == RESUME_LINE, err
+    assert "Traceback" not in err, err
+
+
+def ner_workers(process: subprocess.Popen[str]) -> list[str]:
+    """The processes `process` has started (Linux lists a thread's children)."""
+    assert process.poll() is None, "the events stage ended before its NER workers started"
+    return Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()
+
+
+def test_ctrl_c_while_ner_workers_run_is_one_line(tmp_path: Path, cpu_load: None) -> None:
+    """A terminal's Ctrl-C reaches the NER worker processes too: the parent answers it, the
+    workers print no traceback of their own."""
+    argv = [*console_script("cuqa-build"), "--out", str(tmp_path / "run"), "--cutoff", "2023-12",
+            "--until", "2024-12-31", "--stage", "events", "--source",
+            str(many_days(tmp_path, 300)), "-q"]
+    process = start(argv)
+    while not ner_workers(process):
+        time.sleep(0.02)
+    ctrl_c(process)
+    _, err = process.communicate(timeout=180)
     assert process.returncode == INTERRUPTED, err
     assert err.strip().splitlines()[-1] == RESUME_LINE, err
     assert "Traceback" not in err, err
