@@ -177,8 +177,8 @@ def console_script(name: str) -> list[str]:
 @contextlib.contextmanager
 def ctrl_c_reaches_children() -> Iterator[None]:
     """A shell that starts a job with `&` and no job control makes it ignore SIGINT, and its
-    children inherit that (how `bash scripts/test.sh &` once lost this test's Ctrl-C). A signal
-    caught here is reset to its default in a child, as it is for a terminal's foreground job."""
+    children inherit that: run so, this test's Ctrl-C used to be lost (exit 0, the run done).
+    A signal caught here is reset to its default in a child, as for a terminal's foreground job."""
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
