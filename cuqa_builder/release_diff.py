@@ -128,8 +128,17 @@ def compare(
     )
 
 
+def refuse_same_release(old_folder: Path, new_folder: Path) -> None:
+    """A release compared with itself would have its real changelog, card section and recorded
+    changes replaced by "0 changes": refuse, however the two paths are spelled."""
+    if old_folder.exists() and new_folder.exists() and old_folder.samefile(new_folder):
+        raise ReleaseDiffError(f"OLD and NEW are the same release ({new_folder.resolve()}): "
+                               "give the earlier release as OLD")
+
+
 def diff_releases(old_folder: Path, new_folder: Path) -> ReleaseDiff:
     """Compare two release folders and record the result in the newer one."""
+    refuse_same_release(old_folder, new_folder)
     old_stats, new_stats = read_stats(old_folder), read_stats(new_folder)
     result = compare(old_stats, read_subsets(old_folder, old_stats),
                      new_stats, read_subsets(new_folder, new_stats))

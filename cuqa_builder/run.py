@@ -86,6 +86,7 @@ class GenerationInfo(BaseModel):
     hard: int = 0
     attempts: int = Field(1, description="tries per step (repair)")
     known_source: str = Field("model", description="where known passages came from")
+    recipe: str = Field("paper", description="--prompts: how items were composed")
 
 
 class ValidationInfo(BaseModel):
@@ -95,7 +96,10 @@ class ValidationInfo(BaseModel):
     probe_model: str | None = None
     judge: str | None = None
     critic_model: str | None = None
-    prompts: dict[str, str] | None = Field(None, description="probe/critic template -> sha256")
+    check_model: str | None = Field(None, description="the `connected` check's model")
+    prompts: dict[str, str] | None = Field(
+        None, description="probe/critic/connected template -> sha256"
+    )
 
 
 class WindowExtension(BaseModel):

@@ -27,10 +27,15 @@ from cuqa_builder.annotation.review import (
 from cuqa_builder.annotation.tasks import (
     SourceLinks,
     build_task,
+    build_tasks,
+    candidate_id_of,
     checks_summary,
     evidence,
     select_candidates,
+    shown_hash,
     suggested_reasons,
+    task_key,
+    tasks_to_import,
     type_note,
 )
 from cuqa_builder.cli.annotate import main
@@ -198,7 +203,7 @@ def test_a_task_prefills_nothing_and_says_how_many_judgements_it_needs() -> None
         task = build_task(item, annotators=3)
         assert set(task) == {"data", "meta"}  # no prediction: nothing selected, no box filled
         assert task["meta"] == {"candidate_id": item.id, "annotators": 3,
-                                "tool": f"cuqa-builder {__version__}"}
+                                "shown": shown_hash(item), "tool": f"cuqa-builder {__version__}"}
     data = build_task(candidate(1))["data"]
     assert data["known_pair"].startswith("Q: Which lake does the MV Harrowgate 1 cross?")
     assert data["event_date"] == "dated 2023-09-10"
@@ -574,6 +579,70 @@ def test_edits_follow_the_most_common_then_the_latest() -> None:
     assert chosen_edit(original, ["Which lake?", "  Which   lake? ", ""]) == original
     assert chosen_edit(original, ["A?", "B?", "B?"]) == "B?"
     assert chosen_edit(original, ["A?", "B?"]) == "B?"
+
+
+OTHER_REWRITE = "Which lake is crossed by the ferry launched in Tarnby in 2023?"
+
+
+def test_different_rewrites_are_a_disagreement_and_neither_is_applied(
+    run: Path, capsys: pytest.CaptureFixture
+) -> None:
+    export = [
+        two_accepts(1, "cand-0001", accept(rewrite=GOOD_REWRITE), accept(rewrite=OTHER_REWRITE)),
+        export_task(2, "cand-0002", annotation(4, 2, accept(rewrite=GOOD_REWRITE)),
+                    annotation(5, 3, accept(rewrite=OTHER_REWRITE)),
+                    annotation(6, 4, accept(rewrite=f"  {GOOD_REWRITE} "))),
+        two_accepts(3, "cand-0003", accept(answer="Lake Vostrel"), accept(answer="Vostrel")),
+    ]
+    assert import_export(run, export) == 0
+    items = released(run)
+    assert list(items) == ["cand-0002"]  # settled by a majority of the accepting annotators
+    assert items["cand-0002"].question == GOOD_REWRITE
+    assert items["cand-0002"].review.agreement == pytest.approx(2 / 3)
+    report = report_of(run)
+    assert [(d["candidate"], d["field"], d["proposals"]) for d in report["disputed"]] == [
+        ("cand-0001", "question", {"annotator-2": GOOD_REWRITE, "annotator-3": OTHER_REWRITE}),
+        ("cand-0003", "answer", {"annotator-2": "Lake Vostrel", "annotator-3": "Vostrel"}),
+    ]
+    assert report["accepted"] == 1 and report["rewritten"] == 1
+    assert report["mean_agreement"] == pytest.approx((1 / 2 + 2 / 3 + 1 / 2) / 3, abs=1e-3)
+    assert {d["candidate"]: d["agreement"] for d in report["most_disagreed"]} == {
+        "cand-0001": 0.5, "cand-0003": 0.5, "cand-0002": pytest.approx(2 / 3, abs=1e-4)}
+    printed = capsys.readouterr().out
+    assert ("disputed, the accepting annotators proposed different questions (not released; "
+            f"settle it in Label Studio and pull again): cand-0001: annotator-2 “{GOOD_REWRITE}” "
+            f"/ annotator-3 “{OTHER_REWRITE}”") in printed
+    # Settled: the second annotator takes the first one's rewrite (a later annotation).
+    export[0]["annotations"].append(annotation(9, 3, accept(rewrite=GOOD_REWRITE)))
+    assert import_export(run, export) == 0
+    settled = released(run)["cand-0001"]
+    assert settled.question == GOOD_REWRITE and settled.review.agreement == 1.0
+
+
+def test_an_annotation_of_a_text_that_changed_since_the_export_is_sent_back(
+    run: Path, capsys: pytest.CaptureFixture
+) -> None:
+    assert main(["export", "--run", str(run), "--out", str(run / "tasks.json")]) == 0
+    tasks = json.loads((run / "tasks.json").read_text())
+    # A refresh remakes cand-0001 under the same id, with a question nobody has seen.
+    candidates = read_jsonl(run / "candidates.jsonl", Candidate)
+    candidates[0] = candidates[0].model_copy(update={"question": GOOD_REWRITE})
+    write_jsonl(run / "candidates.jsonl", candidates)
+    export = [{"id": n, "data": task["data"], "meta": task["meta"],
+               "annotations": [annotation(2 * n, 2, accept()), annotation(2 * n + 1, 3, accept())]}
+              for n, task in enumerate(tasks, start=1)]
+    capsys.readouterr()
+    assert import_export(run, export) == 0
+    assert "cand-0001" not in released(run) and len(released(run)) == len(tasks) - 1
+    assert report_of(run)["changed_since_shown"] == ["cand-0001"]
+    assert ("sent back, the question or answer changed since the task was made (a refresh?): "
+            "cand-0001; their annotations are not applied") in capsys.readouterr().out
+    # The new text gets a task of its own; the others are in the project already.
+    present = {task_key(task) for task in tasks}
+    fresh = tasks_to_import(build_tasks(candidates[:3]), present)
+    assert [candidate_id_of(task) for task in fresh] == ["cand-0001"]
+    assert tasks_to_import(build_tasks(candidates[:3]), {("cand-0001", None)}) == \
+        build_tasks(candidates[1:3])  # a task made before tasks carried a hash
 
 
 def test_review_rules_default_to_two_judgements() -> None:

@@ -37,7 +37,8 @@ def _api_key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _args(out: Path, base_url: str, *extra: str) -> list[str]:
-    return ["--out", str(out), "--cutoff", "2023-04", "--stage", "generate", "-q",
+    return ["--out", str(out), "--cutoff", "2023-04", "--prompts", "paper", "--stage", "generate",
+            "-q",
             "--base-url", base_url, "--model", "scripted", "--concurrency", "4", *extra]
 
 
@@ -280,7 +281,8 @@ def test_a_batch_made_by_a_create_that_timed_out_is_not_made_again(
 
 
 def _files_args(out: Path, directory: Path, *extra: str) -> list[str]:
-    return ["--out", str(out), "--cutoff", "2023-04", "--stage", "generate", "-q",
+    return ["--out", str(out), "--cutoff", "2023-04", "--prompts", "paper", "--stage", "generate",
+            "-q",
             "--model", "Qwen/Qwen2.5-7B-Instruct", "--batch-files", str(directory), *extra]
 
 
@@ -379,3 +381,152 @@ def test_hand_written_output_lines_are_read_failed_ones_asked_again(tmp_path: Pa
         assert row.response["choices"][0]["message"]["content"].startswith("Which council")
     finally:
         cache.close()
+
+
+# --- output files that cannot be trusted as they are (issue 22) --------------------------------
+
+
+def _first_round(tmp_path: Path, events: int = EVENTS) -> tuple[Path, Path, list[str]]:
+    """A run stopped at its first round: the run, the rounds directory, round 1's input lines."""
+    out, rounds = _fresh(tmp_path), tmp_path / "rounds"
+    write_jsonl(out / "events.jsonl", make_events(events))
+    assert main(_files_args(out, rounds)) == PAUSED
+    return out, rounds, (rounds / "round-001.input.jsonl").read_text().splitlines()
+
+
+def _requests(lines: list[str]) -> dict[str, Any]:
+    return {(line := json.loads(text))["custom_id"]: line for text in lines}
+
+
+def _answers(lines: list[str]) -> list[str]:
+    return answer_batch_file(lines, AlgorithmResponder())
+
+
+def test_an_output_file_that_answers_none_of_its_requests_keeps_the_round_open(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    out, rounds, lines = _first_round(tmp_path, events=5)
+    target = rounds / "round-001.output.jsonl"
+    foreign = [json.dumps({**json.loads(line), "custom_id": f"other-{n}"})
+               for n, line in enumerate(_answers(lines))]
+    for wrong in ("", "\n".join(foreign) + "\n"):
+        target.write_text(wrong)
+        assert main(_files_args(out, rounds)) == PAUSED
+        assert f"round-001.output.jsonl answers 0 of its {len(lines)} requests (wrong file?)" \
+            in capsys.readouterr().err
+        assert not (rounds / "round-002.input.jsonl").exists()  # nothing asked again
+        assert _cached_calls(out) == 0
+    target.write_text("\n".join(_answers(lines)) + "\n")
+    assert main(_files_args(out, rounds)) == PAUSED
+    assert _cached_calls(out) == len(lines) and (rounds / "round-002.input.jsonl").exists()
+
+
+def test_a_half_written_output_waits_unless_a_partial_round_is_accepted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    out, rounds, lines = _first_round(tmp_path)
+    answers = _answers(lines)
+    # The engine has written 5 lines and is in the middle of the 6th.
+    (rounds / "round-001.output.jsonl").write_text("\n".join(answers[:5]) + "\n"
+                                                    + answers[5][:40])
+    assert main(_files_args(out, rounds)) == PAUSED
+    assert f"5 of {len(lines)} answered; is the engine still writing?" in capsys.readouterr().err
+    assert not (rounds / "round-002.input.jsonl").exists() and _cached_calls(out) == 0
+    assert main(_files_args(out, rounds, "--accept-partial-round")) == PAUSED
+    asked_again = {json.loads(line)["custom_id"] for line in
+                   (rounds / "round-002.input.jsonl").read_text().splitlines()}
+    keys = [json.loads(line)["custom_id"] for line in lines]
+    assert set(keys[5:]) <= asked_again and not set(keys[:5]) & asked_again
+    assert _cached_calls(out) == 5
+
+
+def test_accept_partial_round_is_documented_and_needs_batch_files(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "--accept-partial-round" in capsys.readouterr().out
+    assert "--accept-partial-round" in (REPO / "README.md").read_text()
+    with pytest.raises(SystemExit) as usage:
+        main(["--out", "x", "--stage", "generate", "--accept-partial-round"])
+    assert usage.value.code == 2 and "give --batch-files DIR too" in capsys.readouterr().err
+
+
+def test_a_malformed_line_is_one_failed_line_and_the_good_ones_are_stored(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    out, rounds, lines = _first_round(tmp_path, events=3)
+    answers = [json.loads(line) for line in _answers(lines)]
+    answers[1]["response"]["body"]["usage"] = "lots"
+    answers[3]["response"]["body"]["choices"][0]["logprobs"] = "many"
+    (rounds / "round-001.output.jsonl").write_text(
+        "".join(json.dumps(a) + "\n" for a in answers))
+    assert main(_files_args(out, rounds)) == PAUSED
+    asked_again = [json.loads(line)["custom_id"] for line in
+                   (rounds / "round-002.input.jsonl").read_text().splitlines()]
+    assert {answers[1]["custom_id"], answers[3]["custom_id"]} <= set(asked_again)
+    assert _cached_calls(out) == len(lines) - 2  # the good answers of that file are stored
+    assert "round-001.output.jsonl:2: malformed line (usage: " in caplog.text
+    assert "round-001.output.jsonl:4: malformed line (choices.0.logprobs: " in caplog.text
+
+
+def test_an_output_file_that_is_no_utf8_is_one_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    out, rounds, lines = _first_round(tmp_path, events=3)
+    text = "\n".join(_answers(lines)) + "\n"
+    target = rounds / "round-001.output.jsonl"
+    target.write_text(text, encoding="utf-16")
+    assert main(_files_args(out, rounds)) == 1
+    err = capsys.readouterr().err
+    assert "round-001.output.jsonl is not UTF-8 text" in err and "Traceback" not in err
+    assert _cached_calls(out) == 0 and not (rounds / "round-002.input.jsonl").exists()
+    target.write_text(text, encoding="utf-8")
+    assert main(_files_args(out, rounds)) == PAUSED and _cached_calls(out) == len(lines)
+
+
+def test_batch_files_naming_a_file_is_one_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    out = _fresh(tmp_path)
+    a_file = tmp_path / "round-001.output.jsonl"
+    a_file.write_text("")
+    with pytest.raises(SystemExit) as usage:
+        main(_files_args(out, a_file))
+    err = capsys.readouterr().err
+    assert usage.value.code == 2 and "Traceback" not in err
+    assert f"--batch-files takes a directory (the round files go in it); {a_file} is a file" \
+        in err
+
+
+def test_a_deleted_input_file_is_written_again_from_the_recorded_requests(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    out, rounds, lines = _first_round(tmp_path, events=3)
+    source = rounds / "round-001.input.jsonl"
+    source.unlink()
+    assert main(_files_args(out, rounds)) == PAUSED
+    assert f"{source} was gone: written again from the {len(lines)} requests" \
+        in capsys.readouterr().err
+    assert _requests(source.read_text().splitlines()) == _requests(lines)
+    (rounds / "round-001.output.jsonl").write_text("\n".join(_answers(lines)) + "\n")
+    assert main(_files_args(out, rounds)) == PAUSED and _cached_calls(out) == len(lines)
+
+
+def test_a_relative_rounds_directory_is_found_from_another_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    out = _fresh(tmp_path)
+    write_jsonl(out / "events.jsonl", make_events(3))
+    first, elsewhere = tmp_path / "first", tmp_path / "elsewhere"
+    first.mkdir()
+    elsewhere.mkdir()
+    monkeypatch.chdir(first)
+    assert main(_files_args(out, Path("rounds"))) == PAUSED
+    lines = (first / "rounds" / "round-001.input.jsonl").read_text().splitlines()
+    (first / "rounds" / "round-001.output.jsonl").write_text(
+        "\n".join(_answers(lines)) + "\n")
+    monkeypatch.chdir(elsewhere)
+    assert main(_files_args(out, Path("rounds"))) == PAUSED
+    assert _cached_calls(out) == len(lines)
+    assert (elsewhere / "rounds" / "round-001.input.jsonl").exists()  # the next round

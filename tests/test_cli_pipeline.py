@@ -7,6 +7,7 @@ passages are the articles' leads (`--known-source wiki`), since the scripted mod
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -39,7 +40,9 @@ def _redirects() -> dict[str, str]:
 def servers(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-pipeline-key")
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    pages = {**_sample_pages(), **_sample_pages(articles_dir(SAMPLE))}
+    articles = _sample_pages(articles_dir(SAMPLE))
+    del articles["Titanic"]  # the fifth event's only entity with an article then
+    pages = {**_sample_pages(), **articles}
     with MediaWikiServer(pages, redirects=_redirects()) as wiki, \
             ScriptedLLM(AlgorithmResponder()) as llm:
         yield wiki, llm
@@ -47,7 +50,8 @@ def servers(monkeypatch):
 
 def _build(wiki: MediaWikiServer, llm: ScriptedLLM, tmp_path: Path) -> int:
     return main([
-        "--cutoff", "2023-04", "--until", "2023-12-31", "--out", str(tmp_path / "run"),
+        "--cutoff", "2023-04", "--prompts", "paper", "--until", "2023-12-31", "--out",
+        str(tmp_path / "run"),
         "--wiki-api", wiki.api_url, "--wiki-interval", "0", "--sources", "year",
         "--base-url", llm.base_url, "--model", "scripted", "--limit", "5", "--hard", "1",
         "--name", "sample", "--output-root", str(tmp_path / "output"), "--quiet",
@@ -63,7 +67,7 @@ def test_every_stage_runs_and_a_rerun_pays_nothing(servers, tmp_path: Path, caps
     assert manifest["pages"] == {"2023": _sample_pages()["2023"][0]}
     candidates = [json.loads(line) for line in (run / "candidates.jsonl").open()]
     easy = [c["difficulty"] for c in candidates].count("easy")
-    # the sample has articles for the entities of the first four events, not the fifth
+    # the server has articles for the entities of the first four events, not the fifth
     assert easy == 4 and not (run / "generation-failures.jsonl").read_text()
     assert [c["difficulty"] for c in candidates].count("hard") == 1
     assert all(c["validation"] is not None for c in candidates)
@@ -108,10 +112,68 @@ def test_review_tasks_link_fetched_revisions_only(servers, tmp_path: Path) -> No
 
     snapshot_run = tmp_path / "from-snapshot"
     assert main([
-        "--cutoff", "2023-04", "--until", "2023-12-31", "--out", str(snapshot_run),
+        "--cutoff", "2023-04", "--prompts", "paper", "--until", "2023-12-31", "--out",
+        str(snapshot_run),
         "--source", str(SAMPLE), "--sources", "year", "--base-url", llm.base_url,
         "--model", "scripted", "--limit", "3", "--quiet",
     ]) == 0
     for link in revision_links(snapshot_run):
         assert "<a" not in link and "oldid" not in link
         assert f"from the local snapshot {SAMPLE}: not a verified Wikipedia revision" in link
+
+
+def _validated(run: Path) -> dict[str, tuple[bool, list[str]]]:
+    candidates = [json.loads(line) for line in (run / "candidates.jsonl").open()]
+    return {c["id"]: (c["validation"]["passed"],
+                      [f["reason"] for f in c["validation"]["failures"]]) for c in candidates}
+
+
+@pytest.fixture
+def snapshot_run(servers, tmp_path: Path) -> Path:
+    """A run built offline from a copy of the sample snapshot, validated."""
+    _, llm = servers
+    snapshot, run = tmp_path / "snapshot", tmp_path / "run"
+    shutil.copytree(SAMPLE, snapshot)
+    assert main([
+        "--cutoff", "2023-04", "--until", "2023-12-31", "--out", str(run), "--source",
+        str(snapshot), "--sources", "year", "--base-url", llm.base_url, "--model", "scripted",
+        "--limit", "5", "--known-source", "wiki", "--quiet", "--prompts", "paper",
+    ]) == 0
+    return run
+
+
+def test_validate_without_source_reads_the_snapshot_the_run_was_built_from(
+    snapshot_run: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    before = _validated(snapshot_run)
+    assert any(passed for passed, _ in before.values())
+    caplog.clear()
+    assert main(["--out", str(snapshot_run), "--stage", "validate", "--quiet"]) == 0
+    assert _validated(snapshot_run) == before
+    assert "no sidecar" not in caplog.text
+
+
+def test_validate_without_source_refuses_when_the_snapshot_is_gone(
+    snapshot_run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files = {p: p.read_bytes() for p in snapshot_run.rglob("*") if p.is_file()}
+    snapshot = snapshot_run.parent / "snapshot"
+    snapshot.rename(snapshot_run.parent / "moved")
+    capsys.readouterr()
+    assert main(["--out", str(snapshot_run), "--stage", "validate", "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert f"{snapshot_run} was built from the snapshot {snapshot}, which is not there" in err
+    assert "--source" in err
+    assert {p: p.read_bytes() for p in snapshot_run.rglob("*") if p.is_file()} == files
+
+
+def test_a_validate_refused_for_shrinking_the_dataset_writes_nothing(
+    snapshot_run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files = {p: p.read_bytes() for p in snapshot_run.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    # every question is longer than two words: nothing would pass
+    assert main(["--out", str(snapshot_run), "--stage", "validate", "--quiet",
+                 "--min-question-words", "1", "--max-question-words", "2"]) == 1
+    assert "nothing was written" in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in snapshot_run.rglob("*") if p.is_file()} == files

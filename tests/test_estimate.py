@@ -26,7 +26,8 @@ def _api_key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _generate(out: Path, llm: ScriptedLLM, *extra: str) -> int:
-    return build(["--out", str(out), "--cutoff", "2023-04", "--stage", "generate", "-q",
+    return build(["--out", str(out), "--cutoff", "2023-04", "--prompts", "paper", "--stage",
+                  "generate", "-q",
                   "--base-url", llm.base_url, "--model", "scripted", *extra])
 
 
@@ -49,7 +50,8 @@ def test_estimate_calls_nothing_and_writes_nothing(
     before = _files(tmp_path)
     with ScriptedLLM(AlgorithmResponder()) as llm:
         assert _generate(tmp_path, llm, "--estimate", "--hard", "2") == 0
-        assert build(["--out", str(tmp_path), "--cutoff", "2023-04", "--stage", "all",
+        assert build(["--out", str(tmp_path), "--cutoff", "2023-04", "--prompts", "paper",
+                      "--stage", "all",
                       "--source", str(tmp_path), "--base-url", llm.base_url, "--model",
                       "gpt-4o-mini", "--probe-model", "gpt-4o", "--estimate"]) == 0
     assert llm.calls == 0 and _files(tmp_path) == before
@@ -113,3 +115,26 @@ def test_a_price_file_may_set_batch_prices(tmp_path: Path) -> None:
                                                   "batch_input": 0.8, "batch_output": 1.0}}))
     table = PriceTable.load(prices)
     assert table.cost("house-model", 1_000_000, 1_000_000, batch=True) == pytest.approx(1.8)
+
+
+@pytest.mark.parametrize(("price", "problem"), [
+    ('{"input": -0.15, "output": 0.6}', "scripted.input: Input should be greater than or equal"),
+    ('{"input": NaN, "output": 0.6}', "scripted.input: Input should be a finite number"),
+    ('{"input": 0.15, "output": Infinity}', "scripted.output: Input should be a finite number"),
+    ('{"input": 0.15, "output": 0.6, "batch_output": -1}', "scripted.batch_output: Input should"),
+])
+@pytest.mark.parametrize("estimate", [False, True], ids=["run", "estimate"])
+def test_a_price_that_is_negative_or_not_finite_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], price: str, problem: str, estimate: bool
+) -> None:
+    write_jsonl(tmp_path / "events.jsonl", make_events(3))
+    prices = tmp_path / "prices.json"
+    prices.write_text('{"scripted": ' + price + "}", encoding="utf-8")
+    with ScriptedLLM(AlgorithmResponder()) as llm:
+        status = _generate(tmp_path, llm, "--prices", str(prices),
+                           *(["--estimate"] if estimate else []))
+        assert llm.calls == 0
+    err = capsys.readouterr().err
+    assert status == 1, err
+    assert f"{prices} is not a price table" in err and problem in err
+    assert "Traceback" not in err and "$-" not in err and "nan" not in err.lower()

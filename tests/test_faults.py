@@ -4,7 +4,8 @@ command, the run's outputs equal a clean run's, and no LLM call that had complet
 the call cache) is paid again.
 
 The runs are real `cuqa-build` processes against the shipped example snapshot and a scripted
-OpenAI-compatible server on 127.0.0.1.
+OpenAI-compatible server on 127.0.0.1, or (`--batch-files`) the scripted model answering each
+round's file as an offline engine would.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 import pytest
 
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder
+from cuqa_builder.testing.batch_server import answer_batch_file
 from cuqa_builder.testing.openai_server import Reply, ScriptedLLM
 
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "wiki-sample"
@@ -66,7 +68,8 @@ class Endpoint:
 def command(run: Path, llm: ScriptedLLM) -> list[str]:
     return [
         sys.executable, "-m", "cuqa_builder.cli.build", "--out", str(run), "--source",
-        str(SAMPLE), "--cutoff", "2023-04", "--until", "2023-12-31", "--limit", "6",
+        str(SAMPLE), "--cutoff", "2023-04", "--prompts", "paper", "--until", "2023-12-31",
+        "--limit", "6",
         "--base-url", llm.base_url, "--model", "scripted", "--probe-model", "scripted",
         "--max-retries", "0", "--concurrency", "2", "-q",
         # the known passages from the sample's articles: the scripted model's own "knowledge"
@@ -168,4 +171,74 @@ def test_after_a_fault_a_rerun_equals_a_clean_run_and_pays_nothing_twice(
         paid_again = [call for call in endpoint.take_answered() if call in completed]
 
     assert not paid_again, f"{len(paid_again)} completed calls were paid again"
+    assert outputs(run) == clean
+
+
+def test_a_concurrent_writer_is_refused_and_the_run_equals_a_clean_one(
+    clean: dict[str, list[str]], tmp_path: Path
+) -> None:
+    """The same command started twice at once on one --out (issue 22): the second is refused
+    while the first works; the first's outputs equal a clean run's, and no call is paid twice."""
+    run = tmp_path / "run"
+    endpoint = Endpoint(delay_s=0.3)  # the first is still working when the second has started
+    with ScriptedLLM(endpoint) as llm:
+        argv = command(run, llm)
+        first = subprocess.Popen(argv, env=ENV, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while len(endpoint.answered) < 5:  # well into generate
+            assert first.poll() is None and time.monotonic() < deadline, "the run ended early"
+            time.sleep(0.02)
+        second = subprocess.run(argv, env=ENV, capture_output=True, text=True, timeout=300)
+        _, first_err = first.communicate(timeout=300)
+        answered = endpoint.take_answered()
+
+    assert second.returncode == 1, second.stderr
+    assert f"another cuqa-build (pid {first.pid}) is working on {run}" in second.stderr
+    assert first.returncode == 0, first_err
+    assert len(answered) == len(set(answered)), "a call was paid twice"
+    assert outputs(run) == clean
+
+
+def batch_files_command(run: Path, rounds: Path) -> list[str]:
+    """The same command with its calls in round files for an offline engine: no endpoint."""
+    with ScriptedLLM(Endpoint()) as unused:  # only its URL is in the command, and dropped
+        argv = command(run, unused)
+    at = argv.index("--base-url")
+    return [*argv[:at], *argv[at + 2:], "--batch-files", str(rounds)]
+
+
+def test_a_half_written_round_is_not_read_and_a_rerun_equals_a_clean_run(
+    clean: dict[str, list[str]], tmp_path: Path
+) -> None:
+    run, rounds = tmp_path / "run", tmp_path / "rounds"
+    argv = batch_files_command(run, rounds)
+    engine = AlgorithmResponder()
+    faulted = False
+    for _ in range(20):
+        done = subprocess.run(argv, env=ENV, capture_output=True, text=True, timeout=300)
+        if done.returncode == 0:
+            break
+        assert done.returncode == 75, done.stderr
+        source = max(rounds.glob("round-*.input.jsonl"))
+        target = source.with_name(source.name.replace(".input.", ".output."))
+        answers = answer_batch_file(source.read_text().splitlines(), engine)
+        if faulted or source.name != "round-002.input.jsonl":
+            target.write_text("\n".join(answers) + "\n")
+            continue
+        # The engine has written half its lines and is in the middle of the next one.
+        half = len(answers) // 2
+        target.write_text("\n".join(answers[:half]) + "\n" + answers[half][:30])
+        cached = cached_calls(run)
+        waiting = subprocess.run(argv, env=ENV, capture_output=True, text=True, timeout=300)
+        assert waiting.returncode == 75 and "Traceback" not in waiting.stderr
+        assert f"{half} of {len(answers)} answered; is the engine still writing?" \
+            in waiting.stderr
+        assert not (rounds / "round-003.input.jsonl").exists() and cached_calls(run) == cached
+        target.write_text("\n".join(answers) + "\n")  # the engine finishes
+        faulted = True
+    assert faulted and done.returncode == 0, done.stderr
+    asked = [json.loads(line)["custom_id"] for path in sorted(rounds.glob("round-*.input.jsonl"))
+             for line in path.read_text().splitlines()]
+    assert len(asked) == len(set(asked)), "a call was written into two rounds"
     assert outputs(run) == clean

@@ -74,7 +74,7 @@ def _api_key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def generate(out: Path, llm: ScriptedLLM, *extra: str) -> int:
     return main([
-        "--out", str(out), "--cutoff", "2023-04", "--stage", "generate", "-q",
+        "--out", str(out), "--cutoff", "2023-04", "--prompts", "paper", "--stage", "generate", "-q",
         "--base-url", llm.base_url, "--model", "scripted", "--concurrency", "8", *extra,
     ])
 
@@ -507,7 +507,8 @@ def test_a_damaged_memo_is_one_clear_error_naming_it(tmp_path: Path, capsys) -> 
     write_jsonl(out / "events.jsonl", make_events(4))
     (out / "passage-entities.sqlite").write_bytes(b"not a database at all" * 100)
     with ScriptedLLM(AlgorithmResponder()) as llm:
-        assert main(["--out", str(out), "--cutoff", "2023-04", "--stage", "generate", "-q",
+        assert main(["--out", str(out), "--cutoff", "2023-04", "--prompts", "paper", "--stage",
+                     "generate", "-q",
                      "--base-url", llm.base_url, "--model", "scripted"]) == 1
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert f"{out / 'passage-entities.sqlite'} is not a usable cache database" in err

@@ -55,7 +55,8 @@ class GatedResponder:
 
 
 def _args(out: Path, llm: ScriptedLLM) -> list[str]:
-    return ["--out", str(out), "--cutoff", "2023-04", "--stage", "generate", "-q",
+    return ["--out", str(out), "--cutoff", "2023-04", "--prompts", "paper", "--stage", "generate",
+            "-q",
             "--base-url", llm.base_url, "--model", "scripted", "--concurrency", str(CONCURRENCY)]
 
 

@@ -18,7 +18,7 @@ from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events
 from cuqa_builder.testing.openai_server import Reply, ScriptedLLM
 
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "wiki-sample"
-WINDOW = ["--cutoff", "2023-04", "--until", "2023-12-31"]
+WINDOW = ["--cutoff", "2023-04", "--prompts", "paper", "--until", "2023-12-31"]
 
 
 def error_line(capsys: pytest.CaptureFixture[str]) -> str:
@@ -84,7 +84,8 @@ def test_a_new_cutoff_on_a_run_is_refused(
     good_run: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     capsys.readouterr()
-    assert main(["--out", str(good_run), "--cutoff", "2023-06", "--source", str(SAMPLE),
+    assert main(["--out", str(good_run), "--cutoff", "2023-06", "--prompts", "paper", "--source",
+                 str(SAMPLE),
                  "--stage", "events", "-q"]) == 2
     assert error_line(capsys) == (
         f"{good_run} was built for cutoff 2023-04; a run for --cutoff 2023-06 needs another --out"
@@ -126,7 +127,8 @@ def test_a_partial_failure_names_the_most_common_reason(
 
 @pytest.mark.parametrize(("argv", "expected"), [
     (["--cutoff", "0000-01"], "invalid cutoff '0000-01': there is no year 0"),
-    (["--cutoff", "2023-04", "--min-question-words", "9", "--max-question-words", "2"],
+    (["--cutoff", "2023-04", "--prompts", "paper", "--min-question-words", "9",
+     "--max-question-words", "2"],
      "question length bounds 9-2 are empty"),
 ])
 def test_impossible_values_are_one_line(
@@ -143,7 +145,7 @@ def test_impossible_values_are_one_line(
 
 def test_negative_word_limits_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_:
-        main(["--out", "r", "--cutoff", "2023-04", "--stage", "validate",
+        main(["--out", "r", "--cutoff", "2023-04", "--prompts", "paper", "--stage", "validate",
               "--min-question-words", "-5", "--max-question-words", "2"])
     assert exit_.value.code == 2
     assert "argument --min-question-words: -5 is below the minimum of 1" in capsys.readouterr().err
@@ -210,7 +212,8 @@ def test_release_files_follow_the_umask(tmp_path: Path) -> None:
     write_jsonl(run / "cuqa.jsonl", [candidate(1).to_item()])
     old = os.umask(0o027)
     try:
-        assert main(["--out", str(run), "--cutoff", "2023-04", "--stage", "release",
+        assert main(["--out", str(run), "--cutoff", "2023-04", "--prompts", "paper", "--stage",
+                     "release",
                      "--name", "shared", "--output-root", str(tmp_path / "out")]) == 0
     finally:
         os.umask(old)
@@ -223,6 +226,7 @@ def test_later_cutoffs_beside_the_runs_own_name_release_subsets(
 ) -> None:
     """The README's monthly schedule: `--cutoff RUN,LATER` on every stage is allowed."""
     capsys.readouterr()
-    assert main(["--out", str(good_run), "--cutoff", "2023-04,2023-10", "--source", str(SAMPLE),
+    assert main(["--out", str(good_run), "--cutoff", "2023-04,2023-10", "--prompts", "paper",
+                 "--source", str(SAMPLE),
                  "--stage", "events", "-q"]) == 0
     assert json.loads((good_run / "run.json").read_text())["cutoff"] == "2023-04"

@@ -67,3 +67,30 @@ def test_only_the_gateway_imports_openai() -> None:
         if any(name == "openai" or name.startswith("openai.") for name in imported_names(path))
     }
     assert importers == {"llm/gateway.py"}
+
+
+def test_prompts_and_annotation_files_live_at_the_top_level_only() -> None:
+    """The design card's layout: people find the templates in `prompts/` and the labeling config
+    and guidelines in `annotation/`; the package folders of those names hold only their code."""
+    templates = [path for path in (ROOT / "prompts").iterdir() if path.is_file()]
+    assert templates and all(path.suffix == ".txt" for path in templates)
+    annotation = sorted(path.name for path in (ROOT / "annotation").iterdir())
+    assert annotation == ["GUIDELINES.md", "labeling_config.xml"]
+    for folder in ("prompts", "annotation"):
+        data = [p for p in (PACKAGE / folder).iterdir() if p.is_file() and p.suffix != ".py"]
+        assert data == [], f"move {data} to the top-level {folder}/ folder"
+
+
+def test_the_readme_names_prompt_and_annotation_files_where_they_are() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"[\w/]*\b(?:prompts|annotation)/[\w.]+\.(?:txt|md|xml)\b", readme))
+    assert named, "the README no longer names a template or an annotation file"
+    assert sorted(name for name in named if not (ROOT / name).is_file()) == []
+
+
+def test_only_the_run_lock_imports_filelock() -> None:
+    importers = {
+        path.relative_to(PACKAGE).as_posix() for path in modules()
+        if any(name.split(".")[0] == "filelock" for name in imported_names(path))
+    }
+    assert importers == {"run_lock.py"}

@@ -79,7 +79,8 @@ def test_openai_base_url_from_the_environment_is_used_end_to_end(
     write_jsonl(tmp_path / "events.jsonl", events)
     with ScriptedLLM(AlgorithmResponder()) as llm:
         monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
-        assert main(["--out", str(tmp_path), "--cutoff", "2023-04", "--stage", "generate",
+        assert main(["--out", str(tmp_path), "--cutoff", "2023-04", "--prompts", "paper",
+                     "--stage", "generate",
                      "-q", "--model", "scripted"]) == 0
         assert llm.calls == 4 * len(events)
     assert len(read_jsonl(tmp_path / "candidates.jsonl", Candidate)) == len(events)
@@ -102,7 +103,8 @@ def test_bad_llm_flags_are_usage_errors_before_any_stage(
 ) -> None:
     out = tmp_path / "run"
     with pytest.raises(SystemExit) as exit_info:
-        main(["--out", str(out), "--cutoff", "2023-04", "--stage", "generate", *flags])
+        main(["--out", str(out), "--cutoff", "2023-04", "--prompts", "paper", "--stage",
+        "generate", *flags])
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
     assert not out.exists()

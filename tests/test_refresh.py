@@ -82,7 +82,8 @@ def test_a_refresh_fetches_the_changes_keeps_ids_and_regenerates_stale_candidate
 ) -> None:
     out = tmp_path / "run"
     # --settle 100000: pages of 2024 fetched today count as recent, so they are re-checked.
-    first = ["--cutoff", "2024-02-29", "--until", "2024-03-03", "--settle", "100000"]
+    first = ["--cutoff", "2024-02-29", "--prompts", "paper", "--until", "2024-03-03", "--settle",
+    "100000"]
     with MediaWikiServer(BEFORE) as wiki:
         assert build(out, wiki, llm, *first) == 0
         first_bodies = [json.dumps(body, sort_keys=True) for body in llm.requests]
@@ -172,7 +173,8 @@ def test_a_refresh_fetches_the_changes_keeps_ids_and_regenerates_stale_candidate
 
 def test_a_rerun_without_changes_keeps_the_last_refresh_record(tmp_path: Path, llm) -> None:
     out = tmp_path / "run"
-    window = ["--cutoff", "2024-02-29", "--until", "2024-03-03", "--stage", "events"]
+    window = ["--cutoff", "2024-02-29", "--prompts", "paper", "--until", "2024-03-03", "--stage",
+    "events"]
     with MediaWikiServer(BEFORE) as wiki:
         assert build(out, wiki, llm, *window) == 0
         wiki.edit(MARCH.format(3), portal(3, E))
@@ -188,7 +190,8 @@ def test_settled_pages_are_not_rechecked(tmp_path: Path, llm) -> None:
     """With the default --settle, pages fetched long after their date are never asked about
     again: a re-run asks only for the pages that were missing."""
     out = tmp_path / "run"
-    window = ["--cutoff", "2024-02-29", "--until", "2024-03-04", "--stage", "fetch"]
+    window = ["--cutoff", "2024-02-29", "--prompts", "paper", "--until", "2024-03-04", "--stage",
+    "fetch"]
     with MediaWikiServer(BEFORE) as wiki:
         assert build(out, wiki, llm, *window) == 0
         wiki.requests.clear()
@@ -213,7 +216,7 @@ def test_a_page_is_settled_some_days_after_its_date() -> None:
 def test_an_earlier_until_is_refused_and_a_later_one_is_recorded(tmp_path: Path, llm,
                                                                   capsys) -> None:
     out = tmp_path / "run"
-    window = ["--cutoff", "2024-02-29", "--stage", "fetch"]
+    window = ["--cutoff", "2024-02-29", "--prompts", "paper", "--stage", "fetch"]
     with MediaWikiServer(BEFORE) as wiki:
         assert build(out, wiki, llm, *window, "--until", "2024-03-03") == 0
         capsys.readouterr()

@@ -135,12 +135,26 @@ def test_the_diff_of_a_hand_built_pair_is_exact(pair: tuple[Path, Path], capsys)
     assert "Version: **1.1**" in card
 
 
-def test_a_release_compared_with_itself_has_no_change(pair: tuple[Path, Path]) -> None:
-    old, _ = pair
-    assert main(["diff", str(old), str(old)]) == 0
-    changes = json.loads((old / "stats.json").read_text())["changes"]
-    assert (changes["added"], changes["removed"], changes["changed"]) == ([], [], [])
-    assert changes["by_cutoff"] == {"2023-04": {"added": 0, "removed": 0, "changed": 0}}
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(folder)): path.read_bytes()
+            for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+def test_a_release_compared_with_itself_is_refused_before_anything_is_written(
+    pair: tuple[Path, Path], tmp_path: Path, capsys
+) -> None:
+    old, new = pair
+    assert main(["diff", str(old), str(new)]) == 0  # new's real changelog and card section
+    before = _files(new)
+    link = tmp_path / "link-to-new"
+    link.symlink_to(new, target_is_directory=True)
+    for spelling in (new, new / ".." / new.name, link):
+        capsys.readouterr()
+        assert main(["diff", str(spelling), str(new)]) == 1
+        assert capsys.readouterr().err == (
+            f"cuqa-build diff: error: OLD and NEW are the same release ({new.resolve()}): "
+            "give the earlier release as OLD\n")
+        assert _files(new) == before
 
 
 def test_diff_of_a_folder_that_is_no_release_is_one_line(

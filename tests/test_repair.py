@@ -49,7 +49,8 @@ def _api_key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _build(out: Path, llm: ScriptedLLM, *extra: str) -> int:
-    return main(["--out", str(out), "--cutoff", "2023-04", "-q", "--base-url", llm.base_url,
+    return main(["--out", str(out), "--cutoff", "2023-04", "--prompts", "paper", "-q",
+                 "--base-url", llm.base_url,
                  "--model", "scripted", "--concurrency", "4", *extra])
 
 

@@ -17,7 +17,7 @@ import httpx
 from label_studio_sdk.core.api_error import ApiError
 
 from cuqa_builder.annotation.config import LabelingConfig
-from cuqa_builder.annotation.tasks import candidate_id_of
+from cuqa_builder.annotation.tasks import TaskKey, task_key, tasks_to_import
 from cuqa_builder.errors import CuqaError
 
 API_KEY_ENV = "LABEL_STUDIO_API_KEY"
@@ -148,15 +148,14 @@ class ReviewServer:
         with self._calling("reading the project's settings"):
             return self._client.projects.get(project_id).maximum_annotations or 1
 
-    def candidate_ids(self, project_id: int) -> set[str]:
-        """Candidates already in the project, read from the tasks' meta (or data)."""
+    def task_keys(self, project_id: int) -> set[TaskKey]:
+        """The candidates already in the project and the text each task shows, read from the
+        tasks' meta (or data)."""
         with self._calling("listing the project's tasks"):
             tasks = self._client.tasks.list(
                 project=project_id, include="id,meta,data", page_size=LIST_PAGE
             )
-            found = {candidate_id_of({"meta": t.meta, "data": t.data}) for t in tasks}
-        found.discard(None)
-        return found  # type: ignore[return-value]
+            return {task_key({"meta": t.meta, "data": t.data}) for t in tasks}
 
     def import_tasks(self, project_id: int, tasks: Sequence[dict[str, Any]]) -> list[int]:
         """Bulk import, IMPORT_BATCH tasks per request; returns the new task ids."""
@@ -175,8 +174,8 @@ class ReviewServer:
     ) -> PushResult:
         """Create or reuse the project and import the tasks it does not hold yet (idempotent)."""
         project_id, created, before = self.ensure_project(title, settings)
-        present = set() if created else self.candidate_ids(project_id)
-        new = [t for t in tasks if candidate_id_of(t) not in present]
+        present = set() if created else self.task_keys(project_id)
+        new = tasks_to_import(tasks, present)
         task_ids = self.import_tasks(project_id, new)
         return PushResult(project_id=project_id, created_project=created, imported=len(new),
                           skipped=len(tasks) - len(new), task_ids=task_ids,

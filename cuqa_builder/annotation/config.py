@@ -10,12 +10,12 @@ import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
 from cuqa_builder.errors import CuqaError
+from cuqa_builder.shipped import shipped_file
 
 # Control names and choice values the code relies on (they must exist in the XML).
 VERDICT = "verdict"
@@ -144,8 +144,8 @@ def _control(element: ET.Element) -> Control | None:
 
 
 def annotation_file(name: str) -> Traversable:
-    """A file shipped with the annotation package (the labeling config, the guidelines)."""
-    found = resources.files(__package__).joinpath(name)
+    """A file of the top-level `annotation/` folder (the labeling config, the guidelines)."""
+    found = shipped_file(__package__, name)
     if not found.is_file():
         raise LabelingConfigError(f"{name} is missing from this installation")
     return found

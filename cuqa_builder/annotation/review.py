@@ -7,8 +7,16 @@ A *judgement* is accept or reject; "unsure", an annotation submitted without a v
 
 A candidate is accepted when it has at least the judgements its task asks for (push writes the
 number into the task's meta) and most of them accept; a tie is not an accept. Its rewrite and
-answer correction come from the accepting annotators, and an edited item must pass every check
-of the question and answer text again, or it is sent back (reported, never released).
+answer correction come from the accepting annotators: an empty box proposes no edit, and when
+they propose different texts for one box, the text that more than half of the accepting
+annotators proposed is applied; without such a majority the item is *disputed* (every proposal
+reported, nothing released until they settle), and a proposal other than the leading one counts
+against the candidate's agreement. An edited item must pass every check of the question and
+answer text again, or it is sent back (reported, never released).
+
+A task carries a hash of the question and answer it showed (`tasks.SHOWN`): the annotations of a
+task whose candidate has changed since (a refresh remade it under the same id) are sent back,
+never applied to a text nobody judged.
 """
 
 from __future__ import annotations
@@ -32,18 +40,28 @@ from cuqa_builder.annotation.config import (
     LabelingConfig,
     ResultError,
 )
-from cuqa_builder.annotation.tasks import DEFAULT_ANNOTATORS, candidate_id_of, required_annotators
+from cuqa_builder.annotation.tasks import (
+    DEFAULT_ANNOTATORS,
+    candidate_id_of,
+    changed_since_shown,
+    quoted,
+    required_annotators,
+)
 from cuqa_builder.errors import CuqaError
 from cuqa_builder.records import Candidate, CheckFailure, CuqaItem, Review
 from cuqa_builder.text import normalize_answer
 from cuqa_builder.validation.checks import check_edit
 from cuqa_builder.validation.limits import Limits
 
-Status = Literal["accepted", "rejected", "tie", "pending", "incomplete", "sent_back"]
+Status = Literal["accepted", "rejected", "tie", "pending", "incomplete", "sent_back",
+                 "disputed"]
 UNDECIDED = "undecided"  # a submitted annotation without a verdict
 JUDGEMENTS = (ACCEPT, REJECT)
 MOST_DISAGREED = 10  # items the report lists for the lead to re-check
 _SHOWN_IDS = 8  # ids a summary line names before "and N more"
+EditedField = Literal["question", "answer"]
+# What the accepting annotators may edit: the field of the item, and the vote's attribute.
+EDITS: tuple[tuple[EditedField, str], ...] = (("question", "rewrite"), ("answer", "correction"))
 
 
 class ExportError(CuqaError, ValueError):
@@ -87,6 +105,14 @@ class SentBack(BaseModel):
     question: str
     answer: str
     failures: list[CheckFailure]
+
+
+class DisputedEdit(BaseModel):
+    """Accepting annotators who proposed different texts for one box, none by a majority."""
+
+    candidate: str
+    field: EditedField
+    proposals: dict[str, str] = Field(description="annotator -> the text they proposed")
 
 
 class AnnotatorStats(BaseModel):
@@ -143,6 +169,14 @@ class ReviewReport(BaseModel):
     sent_back: list[SentBack] = Field(
         default_factory=list, description="accepted, but the edit fails a check: not released"
     )
+    disputed: list[DisputedEdit] = Field(
+        default_factory=list, description="accepted with different rewrites or corrections and "
+        "none by a majority of the accepting annotators: not released until they settle"
+    )
+    changed_since_shown: list[str] = Field(
+        default_factory=list, description="candidates that changed since their task was made "
+        "(a refresh): those annotations are sent back, not applied"
+    )
     needs_more_reviews: list[str] = Field(
         default_factory=list, description="candidates with fewer judgements than required"
     )
@@ -184,6 +218,14 @@ class ReviewReport(BaseModel):
         lines += [f"  sent back, the edit fails a check: {s.candidate}: "
                   + "; ".join(f"{f.check}: {f.reason}" for f in s.failures)
                   for s in self.sent_back]
+        lines += [f"  disputed, the accepting annotators proposed different {d.field}s (not "
+                  f"released; settle it in Label Studio and pull again): {d.candidate}: "
+                  + " / ".join(f"{who} {quoted(text)}" for who, text in d.proposals.items())
+                  for d in self.disputed]
+        if self.changed_since_shown:
+            lines.append(f"  sent back, the question or answer changed since the task was made "
+                         f"(a refresh?): {_ids(self.changed_since_shown)}; their annotations are "
+                         "not applied: export or push the new text for review")
         if self.needs_more_reviews:
             lines.append(f"  need more reviews (fewer judgements than required; "
                          f"--allow-under-annotated decides them anyway): "
@@ -225,6 +267,7 @@ class Decision:
     votes: tuple[Vote, ...]  # every counted annotation, unsure and undecided included
     agreement: float | None  # over the judgements
     short: bool = False  # fewer judgements than the task asks for
+    disputes: tuple[tuple[EditedField, dict[str, str]], ...] = ()  # field, annotator -> text
 
     @property
     def judgements(self) -> tuple[Vote, ...]:
@@ -266,23 +309,29 @@ def review_export(
     votes_by_candidate: dict[str, list[Vote]] = {}
     required: dict[str, int] = {}
     unknown: list[str] = []
+    changed: list[str] = []
     for task in tasks:
         dumped = task.model_dump()
         candidate_id = candidate_id_of(dumped)
         if candidate_id not in known:
             unknown.append(candidate_id or f"task {task.id} (no candidate id)")
             continue
+        if changed_since_shown(dumped, known[candidate_id]):
+            if candidate_id not in changed:
+                changed.append(candidate_id)
+            continue
         wanted = required_annotators(dumped, rules.default_annotators)
         required[candidate_id] = max(required.get(candidate_id, 0), wanted)
         votes = votes_by_candidate.setdefault(candidate_id, [])
-        votes += _task_votes(task, candidate_id, config, problems)
+        votes += _task_votes(task, known[candidate_id], config, problems)
     decisions = {
         cid: decide(latest_per_annotator(votes), required[cid], rules.allow_under_annotated)
         for cid, votes in votes_by_candidate.items()
     }
     items, sent_back = _release(known, decisions, rules.limits)
     report = _report(decisions, items, annotations, unknown, problems, sent_back)
-    return ReviewOutcome(items=items, report=report)
+    return ReviewOutcome(items=items,
+                         report=report.model_copy(update={"changed_since_shown": changed}))
 
 
 def _release(
@@ -319,7 +368,7 @@ def edit_failures(candidate: Candidate, item: CuqaItem, limits: Limits) -> list[
 
 
 def _task_votes(
-    task: ExportTask, candidate_id: str, config: LabelingConfig, problems: list[Problem]
+    task: ExportTask, candidate: Candidate, config: LabelingConfig, problems: list[Problem]
 ) -> list[Vote]:
     votes = []
     for annotation in task.annotations:
@@ -327,12 +376,21 @@ def _task_votes(
             continue
         vote, found = read_vote(annotation, config)
         problems += [
-            Problem(task=task.id, annotation=annotation.id, candidate=candidate_id, message=m)
+            Problem(task=task.id, annotation=annotation.id, candidate=candidate.id, message=m)
             for m in found
         ]
         if vote is not None:
-            votes.append(vote)
+            votes.append(_own_edits(vote, candidate))
     return votes
+
+
+def _own_edits(vote: Vote, candidate: Candidate) -> Vote:
+    """The vote with an edit that only repeats the candidate's text dropped: it proposes none."""
+    unchanged = {"rewrite": candidate.question, "correction": candidate.answer}
+    return replace(vote, **{
+        attribute: "" for attribute, original in unchanged.items()
+        if _squash(getattr(vote, attribute)) == _squash(original)
+    })
 
 
 def read_vote(
@@ -402,12 +460,46 @@ def decide(votes: Sequence[Vote], required: int = 1, allow_fewer: bool = False) 
     judged = accepts + rejects
     if not judged:
         return Decision(status="pending", votes=tuple(votes), agreement=None)
-    agreement = max(accepts, rejects) / judged
+    accepting = [v for v in votes if v.verdict == ACCEPT]
+    # An accept with another text than the leading edit does not agree with it.
+    agreement = max(accepts - len(edit_dissenters(accepting)), rejects) / judged
     status: Status = "accepted" if accepts > rejects else "rejected" if rejects > accepts else "tie"
+    disputes = edit_disputes(accepting)
+    if status == "accepted" and disputes:
+        status = "disputed"
     short = judged < required
     if short and not allow_fewer:
         status = "incomplete"
-    return Decision(status=status, votes=tuple(votes), agreement=agreement, short=short)
+    return Decision(status=status, votes=tuple(votes), agreement=agreement, short=short,
+                    disputes=disputes)
+
+
+def _proposals(accepting: Sequence[Vote], attribute: str) -> dict[str, str]:
+    """Annotator -> the edit they proposed for one box (an empty box proposes none)."""
+    return {v.annotator: _squash(getattr(v, attribute)) for v in accepting
+            if getattr(v, attribute)}
+
+
+def edit_dissenters(accepting: Sequence[Vote]) -> set[str]:
+    """Accepting annotators who proposed a text other than the leading edit of a box."""
+    dissenters = set()
+    for _, attribute in EDITS:
+        proposals = _proposals(accepting, attribute)
+        leading = leading_edit(list(proposals.values()))
+        dissenters |= {who for who, text in proposals.items() if text != leading}
+    return dissenters
+
+
+def edit_disputes(accepting: Sequence[Vote]) -> tuple[tuple[EditedField, dict[str, str]], ...]:
+    """The boxes given different texts, none of them by more than half the accepting
+    annotators."""
+    disputes = []
+    for name, attribute in EDITS:
+        proposals = _proposals(accepting, attribute)
+        counts = Counter(proposals.values())
+        if len(counts) > 1 and max(counts.values()) * 2 <= len(accepting):
+            disputes.append((name, proposals))
+    return tuple(disputes)
 
 
 def reviewed_item(candidate: Candidate, decision: Decision) -> CuqaItem:
@@ -445,9 +537,14 @@ def chosen_edit(original: str, proposals: Sequence[str]) -> str:
     An empty text area, or one that repeats the original, proposes no edit.
     """
     edits = [p for p in proposals if p and _squash(p) != _squash(original)]
-    if not edits:
-        return original
+    return leading_edit(edits) or original
+
+
+def leading_edit(edits: Sequence[str]) -> str | None:
+    """The most proposed of some edits (the latest on a tie); None when there is none."""
     counts = Counter(_squash(e) for e in edits)
+    if not counts:
+        return None
     best = max(counts.values())
     return next(_squash(e) for e in reversed(edits) if counts[_squash(e)] == best)
 
@@ -554,6 +651,8 @@ def _report(
         per_annotator=per_annotator(counted),
         most_disagreed=most_disagreed(decisions),
         sent_back=sent_back,
+        disputed=[DisputedEdit(candidate=cid, field=name, proposals=proposals)
+                  for cid, d in decisions.items() for name, proposals in d.disputes],
         needs_more_reviews=[cid for cid, d in decisions.items() if d.status == "incomplete"],
         decided_with_fewer=[cid for cid, d in decisions.items()
                             if d.status != "incomplete" and d.short],

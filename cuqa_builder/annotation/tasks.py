@@ -9,7 +9,9 @@ checks' suggestion and evidence are shown beside the decision instead.
 
 from __future__ import annotations
 
+import hashlib
 import html
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -17,9 +19,10 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from cuqa_builder import __version__
-from cuqa_builder.grounding.evidence import critic_lines, grounding_lines
+from cuqa_builder.grounding.evidence import connected_lines, critic_lines, grounding_lines
 from cuqa_builder.records import Candidate, CheckFailure, EventRef, SubQuestion, Validation
 from cuqa_builder.validation.checks import hidden_bridges
+from cuqa_builder.validation.connected import CONNECTED_CHECKS
 from cuqa_builder.validation.critic import CRITIC_CHECKS
 from cuqa_builder.validation.probes import ProbeAnswer, ProbeResult
 from cuqa_builder.wiki.wikitext import revision_url
@@ -32,6 +35,9 @@ ANNOTATORS = "annotators"  # task meta: how many independent judgements the task
 # independent accept (1-1 is a tie, not an accept), and disagreement becomes measurable. Three
 # would settle ties by majority at half as much again of the reviewing time.
 DEFAULT_ANNOTATORS = 2
+# Task meta: a hash of the question and answer the task shows. A refresh may remake a candidate
+# under the same id; an annotation applies only to the text its annotator saw.
+SHOWN = "shown"
 
 # Check names come from the validators and probes; the first keyword found in a failed check's
 # name picks the reject reason the checks point to ("other" when none matches).
@@ -40,6 +46,7 @@ _REASON_KEYWORDS: tuple[tuple[str, str], ...] = (
     ("known hop grounded", "known part wrong"),
     ("known answer supported", "known part wrong"),  # the critic's criterion (d)
     ("not unknown", "not unknown"),
+    ("connected", "not unknown"),  # a shortcut: answered without the event
     ("cutoff", "not unknown"),
     ("known part", "known part wrong"),
     ("mentions bridge", "known part wrong"),
@@ -101,8 +108,42 @@ def build_task(
 ) -> dict[str, Any]:
     return {
         "data": task_data(candidate, links),
-        "meta": {CANDIDATE_ID: candidate.id, ANNOTATORS: annotators, "tool": TOOL},
+        "meta": {CANDIDATE_ID: candidate.id, ANNOTATORS: annotators, SHOWN: shown_hash(candidate),
+                 "tool": TOOL},
     }
+
+
+def shown_hash(candidate: Candidate) -> str:
+    """What the annotator is asked to judge: the question and the answer."""
+    shown = json.dumps([candidate.question, candidate.answer], ensure_ascii=False)
+    return hashlib.sha256(shown.encode()).hexdigest()[:16]
+
+
+def shown_hash_of(task: dict[str, Any]) -> str | None:
+    """The hash a task was made with (None: a task made before tasks carried one)."""
+    meta = task.get("meta")
+    shown = meta.get(SHOWN) if isinstance(meta, dict) else None
+    return shown if isinstance(shown, str) else None
+
+
+TaskKey = tuple[str | None, str | None]  # (candidate id, hash of the text shown)
+
+
+def task_key(task: dict[str, Any]) -> TaskKey:
+    return candidate_id_of(task), shown_hash_of(task)
+
+
+def tasks_to_import(tasks: Iterable[dict[str, Any]], present: set[TaskKey]) -> list[dict[str, Any]]:
+    """The tasks a project does not hold yet. A candidate whose text changed since its task was
+    pushed gets a new task; a task made before tasks carried a hash stands for any text."""
+    return [task for task in tasks
+            if not {task_key(task), (candidate_id_of(task), None)} & present]
+
+
+def changed_since_shown(task: dict[str, Any], candidate: Candidate) -> bool:
+    """The candidate's question or answer is no longer what the task showed."""
+    shown = shown_hash_of(task)
+    return shown is not None and shown != shown_hash(candidate)
 
 
 def candidate_id_of(task: dict[str, Any]) -> str | None:
@@ -186,14 +227,16 @@ def evidence(candidate: Candidate) -> str:
     """What the automatic verdicts found, one plain-text line each; "" when there is nothing.
 
     The one place a task's evidence is put together: failed checks, probe answers, the grounding
-    sentences of the entity articles as of the cutoff, and the critic's notes.
+    sentences of the entity articles as of the cutoff, what the checker answered without the
+    event, and the critic's notes.
     """
     validation = candidate.validation
-    shown_below = {v.check for v in candidate.grounding} | set(CRITIC_CHECKS)  # with evidence
+    shown_below = {v.check for v in candidate.grounding} | set(CRITIC_CHECKS) | set(
+        CONNECTED_CHECKS)  # each shown below with its evidence
     lines = [f"✗ {f.check}: {f.reason}" for f in validation.failures
              if f.check not in shown_below] if validation else []
     lines += _probe_lines(validation.probes) if validation else []
-    lines += [*grounding_lines(candidate), *critic_lines(candidate)]
+    lines += [*grounding_lines(candidate), *connected_lines(candidate), *critic_lines(candidate)]
     return "\n".join(lines)
 
 
@@ -207,7 +250,7 @@ def _probe_lines(probes: dict[str, Any]) -> list[str]:
     lines = [
         _probe_line(f"{result.model} closed-book", result.closed_book,
                     right="may already know it", wrong="as an unknown question should be"),
-        *(_probe_line(f"known part {_quoted(p.question)}", p, right="known, as it should be",
+        *(_probe_line(f"known part {quoted(p.question)}", p, right="known, as it should be",
                       wrong="the known part may not be common knowledge")
           for p in result.known),
         _probe_line("given the unknown part's answer", result.with_unknown_answer,
@@ -218,10 +261,10 @@ def _probe_lines(probes: dict[str, Any]) -> list[str]:
 
 def _probe_line(what: str, answer: ProbeAnswer, *, right: str, wrong: str) -> str:
     verdict = f"right: {right}" if answer.correct else f"wrong: {wrong}"
-    return f"• {what}: said {_quoted(answer.prediction)} ({verdict})"
+    return f"• {what}: said {quoted(answer.prediction)} ({verdict})"
 
 
-def _quoted(text: str, limit: int = 80) -> str:
+def quoted(text: str, limit: int = 80) -> str:
     text = " ".join(text.split())
     return f"“{text if len(text) <= limit else text[:limit] + '…'}”"
 

@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import sys
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ from cuqa_builder.annotation.tasks import (
     build_tasks,
     select_candidates,
 )
-from cuqa_builder.cli.flags import positive_int
+from cuqa_builder.cli.flags import add_wait_for_lock_flag, positive_int
 from cuqa_builder.cli.shell import add_verbosity_flags, run_command
 from cuqa_builder.errors import CuqaError
 from cuqa_builder.jsonio import JsonlError, atomic_write_json, read_jsonl, write_jsonl
@@ -50,10 +51,12 @@ from cuqa_builder.run import (
     load_run_info,
     refuse_shrinking,
 )
+from cuqa_builder.run_lock import run_lock
 from cuqa_builder.stages.events import index_url_for
 from cuqa_builder.stages.fetch import Manifest
 from cuqa_builder.validation.limits import Limits
 
+PROG = "cuqa-annotate"
 URL_ENV = "LABEL_STUDIO_URL"
 TASKS_FILE = "label-studio-tasks.json"
 EPILOG = f"""\
@@ -63,6 +66,9 @@ ${URL_ENV}. The project defaults to "CuQA <run directory name>".
 Each task goes to --annotators people (default {DEFAULT_ANNOTATORS}): one person's click never
 releases an item, and disagreement shows. pull and import leave an item with fewer judgements
 (accept or reject) than that unaccepted unless --allow-under-annotated.
+
+pull and import write into the run: while another command (cuqa-build, say) writes the same
+run they are refused, or wait with --wait-for-lock.
 
 examples:
   cuqa-annotate push --run runs/2023-04 --url http://localhost:8080 --annotators 3
@@ -78,7 +84,7 @@ class CommandError(CuqaError, RuntimeError):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="cuqa-annotate",
+        prog=PROG,
         description="Review CuQA candidates in Label Studio: push tasks, pull annotations.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -141,6 +147,7 @@ def _review_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true",
                         help=f"write {DATASET} even when it would empty or more than halve the "
                         "reviewed items it holds")
+    add_wait_for_lock_flag(parser)
 
 
 
@@ -280,16 +287,27 @@ def import_export(args: argparse.Namespace) -> str:
 
 
 COMMANDS = {"push": push, "pull": pull, "export": export, "import": import_export}
+WRITING_THE_RUN = ("pull", "import")  # they write DIR/cuqa.jsonl: one at a time, as cuqa-build
+
+
+def run_lock_of(args: argparse.Namespace) -> AbstractContextManager[None]:
+    if args.command not in WRITING_THE_RUN:
+        return nullcontext()
+    if not args.run.is_dir():
+        raise CommandError(f"{args.run} is not a run directory: run cuqa-build --out {args.run} "
+                           "first")
+    return run_lock(args.run, PROG, wait=args.wait_for_lock)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
 
     def annotate_command(args: argparse.Namespace) -> int:
-        print(COMMANDS[args.command](args))
+        with run_lock_of(args):
+            print(COMMANDS[args.command](args))
         return 0
 
-    return run_command("cuqa-annotate", args, annotate_command)
+    return run_command(PROG, args, annotate_command)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 
 from cuqa_builder import __version__
-from cuqa_builder.cli.flags import add_flags, options_from
+from cuqa_builder.cli.flags import add_flags, add_wait_for_lock_flag, options_from
 from cuqa_builder.cli.shell import add_verbosity_flags, run_command
 from cuqa_builder.cutoff_estimate import CutoffProbeResult, resolve_cutoff
 from cuqa_builder.errors import CuqaError, Paused, UsageError
@@ -23,6 +23,7 @@ from cuqa_builder.run import (
     save_run_info,
     set_aside_candidates,
 )
+from cuqa_builder.run_lock import run_lock
 from cuqa_builder.stages.options import (
     BuildOptions,
     GenerateOptions,
@@ -47,7 +48,8 @@ def _epilog() -> str:
         + f"\n  {'all':<{width}}  (fetch unless --source,) events, generate, ground and validate, "
         "and release when --name is given\n\nA killed run resumes: run the same command again. "
         "A later --until on an existing run\nrefreshes it: new days are fetched, recent pages "
-        "re-checked (--settle), stale candidates\nregenerated.\n\n"
+        "re-checked (--settle), stale candidates\nregenerated. One command at a time writes a "
+        "run: a second one on the same --out is\nrefused (or waits, with --wait-for-lock).\n\n"
         f"{PROG} {DIFF} OLD NEW: compare two releases; writes NEW/CHANGELOG.md and a section of "
         "NEW's card.\n"
     )
@@ -83,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_flags(run, GenerateOptions)
     add_verbosity_flags(run)
     add_flags(run, BuildOptions, only=["quiet", "force", "reseed"])
+    add_wait_for_lock_flag(run)
     source = parser.add_argument_group("Wikipedia source")
     where = source.add_mutually_exclusive_group()
     add_flags(where, SourceOptions, only=["source", "wiki_api"])
@@ -264,15 +267,18 @@ def main(argv: list[str] | None = None) -> int:
             ctx = _start_run(args, options, record=False)
             print(estimate_build(ctx, _plan(args.stage, ctx.options)))
             return 0
-        ctx = _start_run(args, options)
-        for stage in _plan(args.stage, ctx.options):
-            try:
-                summary = run_stage(stage, ctx)
-            except (KeyboardInterrupt, StageFailed, Paused):
-                raise
-            except Exception as exc:
-                raise StageFailed(stage.name, exc) from exc
-            print(summary)
+        _start_run(args, options, record=False)  # every refusal before --out is made
+        args.out.mkdir(parents=True, exist_ok=True)
+        with run_lock(args.out, PROG, wait=args.wait_for_lock):
+            ctx = _start_run(args, options)  # read again: a command before us may have changed it
+            for stage in _plan(args.stage, ctx.options):
+                try:
+                    summary = run_stage(stage, ctx)
+                except (KeyboardInterrupt, StageFailed, Paused):
+                    raise
+                except Exception as exc:
+                    raise StageFailed(stage.name, exc) from exc
+                print(summary)
         return 0
 
     return run_command(PROG, args, build)

@@ -12,12 +12,12 @@ import os
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractContextManager, AsyncExitStack, asynccontextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 from cuqa_builder import __version__
-from cuqa_builder.cli.flags import add_flags, options_from, positive_int
+from cuqa_builder.cli.flags import add_flags, add_wait_for_lock_flag, options_from, positive_int
 from cuqa_builder.cli.shell import add_verbosity_flags, run_command
 from cuqa_builder.cutoff_estimate import ESTIMATION_RULE, CutoffProbeOptions
 from cuqa_builder.errors import UsageError
@@ -48,11 +48,16 @@ from cuqa_builder.retrieval.web import (
 )
 from cuqa_builder.retrieval.wiki_search import WikiSearchRetriever
 from cuqa_builder.run import LLM_CACHE
+from cuqa_builder.run_lock import run_lock
 from cuqa_builder.solvers import METHODS, NO_RETRIEVAL, get_solver
 from cuqa_builder.solvers.base import SolverOptions
 from cuqa_builder.wiki.client import MediaWikiClient
 
+PROG = "cuqa-eval"
 SUBCOMMANDS = ("run", "index", "gap", "sweep", "report", "reproduce", "cutoff")
+# They resume from what OUT holds, so one at a time may write it (index and report replace
+# their output whole).
+WRITING_OUT = ("run", "gap", "sweep", "reproduce", "cutoff")
 INDEX_CACHE = "index"  # OUT/index: the BM25 index built from an events.jsonl --corpus
 EPILOG = """\
 subcommands (run is the default, so `cuqa-eval --data ... --method ... --out ...` works):
@@ -65,7 +70,9 @@ subcommands (run is the default, so `cuqa-eval --data ... --method ... --out ...
           method with the paper's settings, one run each in OUT/ROW/ -> OUT/TABLE.md
   cutoff  closed-book accuracy by event month -> the model's estimated knowledge cutoff
 
-A killed run resumes: run the same command again. `cuqa-eval SUBCOMMAND -h` for its flags.
+A killed run resumes: run the same command again. One command at a time writes an OUT: a
+second one on it is refused (or waits, with --wait-for-lock). `cuqa-eval SUBCOMMAND -h` for
+its flags.
 """
 
 
@@ -104,6 +111,7 @@ def _evaluation_arguments(
                           help="the API of --judge-model (default: chat; the paper always "
                           "judges with gpt-3.5-turbo-1106)")
     parent.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    add_wait_for_lock_flag(parent)
     add_verbosity_flags(parent)
     return parent
 
@@ -167,7 +175,7 @@ def _scoring_and_judge_arguments(parent: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="cuqa-eval",
+        prog=PROG,
         description="Evaluate Self-DC and the baselines of the Self-DC paper on CuQA, FreshQA "
         "or any question/answers file.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -225,6 +233,7 @@ def _add_cutoff_parser(commands: argparse._SubParsersAction) -> None:
     add_flags(cutoff.add_argument_group("probe"), CutoffProbeOptions)
     add_flags(cutoff.add_argument_group("LLM"), LLMOptions)
     cutoff.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    add_wait_for_lock_flag(cutoff)
     add_verbosity_flags(cutoff)
 
 
@@ -479,10 +488,18 @@ def main(argv: list[str] | None = None) -> int:
             settings = resolve_settings(args.llm_options, default_cache=args.out / LLM_CACHE)
             print(asyncio.run(estimate_evaluation(_asked(args), solver_options(args), settings)))
             return 0
-        print(asyncio.run(COMMANDS[args.command](args)))
+        with _out_lock(args):
+            print(asyncio.run(COMMANDS[args.command](args)))
         return 0
 
-    return run_command("cuqa-eval", args, evaluate_command)
+    return run_command(PROG, args, evaluate_command)
+
+
+def _out_lock(args: argparse.Namespace) -> AbstractContextManager[None]:
+    if args.command not in WRITING_OUT:
+        return nullcontext()
+    args.out.mkdir(parents=True, exist_ok=True)
+    return run_lock(args.out, PROG, wait=args.wait_for_lock)
 
 
 if __name__ == "__main__":

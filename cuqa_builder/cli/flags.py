@@ -20,6 +20,8 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 
+from cuqa_builder.run_lock import WAIT_FOR_LOCK
+
 M = TypeVar("M", bound=BaseModel)
 _SCALARS = (int, float, str, Path)
 
@@ -125,3 +127,11 @@ def _flag_problem(error: ErrorDetails) -> str:
     if not error["loc"]:
         return problem
     return f"argument --{str(error['loc'][0]).replace('_', '-')}: {problem}"
+
+
+def add_wait_for_lock_flag(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    parser.add_argument(
+        WAIT_FOR_LOCK, action="store_true",
+        help="when another command is writing the same run directory, wait for it to finish "
+        "(default: refuse at once, exit status 1)",
+    )

@@ -19,14 +19,16 @@ import asyncio
 import hashlib
 import random
 import re
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
 from cuqa_builder.errors import CuqaError
 from cuqa_builder.generation.output_parsing import OutputError, parse_passage, parse_question
+from cuqa_builder.generation.structural import Token
 from cuqa_builder.grounding.keys import entity_key
 from cuqa_builder.llm.client import LLMClient, prompt_request
 from cuqa_builder.llm.types import LLMError
@@ -51,6 +53,7 @@ from cuqa_builder.validation.near_duplicates import SIMILAR, wording_similarity
 from cuqa_builder.validation.question_form import form_problem
 
 EntityFinder = Callable[[str], Awaitable[list[Entity]]]
+Parser = Callable[[str], Awaitable[list[Token]]]
 # A refused reply is asked again with the next sampling seed (a new cache key); refused replies
 # stay cached, so a re-run reproduces the same outcome for free.
 DEFAULT_ATTEMPTS = 3
@@ -129,6 +132,7 @@ class KnownArticle:
     passage: str  # the lead's first sentences
     links: list[Link]  # the lead's links: where k_ent is sampled
     evidence: Evidence
+    kind: str | None = None  # what its infobox says the entity is ("island", "company")
 
 
 @dataclass(frozen=True)
@@ -184,9 +188,10 @@ def merge_check(answer: list[str], bridge: list[str], inputs: list[str]) -> Step
     return check
 
 
-def load_templates() -> dict[str, PromptTemplate]:
-    """All five templates, checked now so a broken file fails before any call is paid."""
-    return {step.template: load_prompt(step.template, expects=step.placeholders) for step in STEPS}
+def load_templates(steps: tuple[Step, ...] = STEPS) -> dict[str, PromptTemplate]:
+    """The steps' templates (the paper's five by default), checked now so a broken file fails
+    before any call is paid."""
+    return {step.template: load_prompt(step.template, expects=step.placeholders) for step in steps}
 
 
 def _digest(*parts: object) -> bytes:
@@ -219,7 +224,7 @@ def draw(seed: int, event_id: str, n_entities: int) -> Draws:
     return Draws(cur_index, aab, k_fraction=rng.random(), api_seed=rng.getrandbits(31))
 
 
-def _same_entity(a: Entity, b: Entity) -> bool:
+def same_entity(a: Entity, b: Entity) -> bool:
     """The same names, or one named inside the other ("Turkey" in "Grand National Assembly of
     Turkey": a question mentioning the bridge would name the answer)."""
     names = [n for n in (a.text, a.wiki_title) if n]
@@ -229,16 +234,31 @@ def _same_entity(a: Entity, b: Entity) -> bool:
 
 @dataclass
 class Generator:
+    """A recipe: one unknown event -> one candidate. This class is the paper's Algorithm 1
+    (`--prompts paper`); `generation/recipes.py` names the others."""
+
+    recipe: ClassVar[str] = "paper"
+    steps: ClassVar[tuple[Step, ...]] = STEPS
+    default_known_source: ClassVar[KnownSource] = "model"
+
     gateway: LLMClient
     find_entities: EntityFinder  # NER on a known passage (the ABC branch samples k_ent from it)
     seed: int
     cutoff: str
     sampling: Sampling = field(default_factory=Sampling)
-    templates: dict[str, PromptTemplate] = field(default_factory=load_templates)
+    templates: dict[str, PromptTemplate] = field(default_factory=dict)  # default: the steps'
     attempts: int = DEFAULT_ATTEMPTS
-    known_source: KnownSource = "model"
+    known_source: KnownSource | None = None  # default: the recipe's
     # entity_key(entity) -> its article at the cutoff, for --known-source wiki
     known_articles: dict[str, KnownArticle] = field(default_factory=dict)
+    parse: Parser | None = None  # an event sentence's parse, for recipes that build on it
+    # Build from the parse before asking the model: for a small model, whose own wording is
+    # refused far more often than not, at several seconds a try.
+    parse_first: bool = False
+
+    def __post_init__(self) -> None:
+        self.templates = self.templates or load_templates(self.steps)
+        self.known_source = self.known_source or self.default_known_source
 
     @property
     def prompt_hashes(self) -> dict[str, str]:
@@ -277,11 +297,20 @@ class Generator:
             f"{last.rejected} in {len(attempts)} attempts, last: {last.raw[:200]!r}", attempts,
         )
 
+    @classmethod
+    def bridge_candidates(cls, event: Event, set_aside: Counter[str] | None = None
+                          ) -> list[Entity]:
+        """The entities a recipe may take as the bridge (the paper: all of them); `set_aside`
+        counts the others by reason."""
+        return event.entities
+
     def _bridge_pool(self, event: Event) -> list[Entity]:
-        """The entities cur_ent is drawn from: all, or with wiki passages those with an article."""
+        """The entities cur_ent is drawn from: the candidates, or with wiki passages those with
+        an article."""
+        candidates = self.bridge_candidates(event)
         if self.known_source == "model":
-            return event.entities
-        pool = [e for e in event.entities if entity_key(e) in self.known_articles]
+            return candidates
+        pool = [e for e in candidates if entity_key(e) in self.known_articles]
         if not pool:
             raise GenerationError(
                 "KnownEventsGen", "no entity of the event had a Wikipedia article at the cutoff"
@@ -377,7 +406,7 @@ class Generator:
             found = self._linked_entities(passage, cur_ent)
         else:
             found = await self.find_entities(passage)
-        pool = [e for e in found if not _same_entity(e, cur_ent)]
+        pool = [e for e in found if not same_entity(e, cur_ent)]
         return pool[int(fraction * len(pool))] if pool else None
 
     def _linked_entities(self, passage: str, cur_ent: Entity) -> list[Entity]:
@@ -391,16 +420,23 @@ class Generator:
         return list({e.wiki_title: e for e in entities}.values())
 
     def _candidate(self, event: Event, answer: Entity, steps: Intermediates) -> Candidate:
-        branch: QuestionType = steps.branch
         used = {UNKNOWN_QUESTION_GEN, MERGE_QUESTIONS,
-                KNOWN_QUESTION_GEN if branch == "AAB" else KNOWN_QUESTION_GEN2}
+                KNOWN_QUESTION_GEN if steps.branch == "AAB" else KNOWN_QUESTION_GEN2}
         if steps.known_source == "model":
             used.add(KNOWN_EVENTS_GEN)
+        return self.candidate(event, answer.text, answer_aliases(answer), steps, used)
+
+    def candidate(
+        self, event: Event, answer: str, aliases: list[str], steps: Intermediates,
+        used: set[Step],
+    ) -> Candidate:
+        """The candidate record of one event's intermediates; `used`: the steps it took."""
+        branch: QuestionType = steps.branch
         return Candidate(
             id=candidate_id(self.seed, event.id),
             question=steps.merged_question,
-            answer=answer.text,
-            answer_aliases=answer_aliases(answer),
+            answer=answer,
+            answer_aliases=aliases,
             type=branch,
             difficulty="easy",
             sub_questions=[
@@ -414,8 +450,10 @@ class Generator:
             cutoff=self.cutoff,
             generator=GeneratorInfo(
                 model=self.gateway.model,
+                recipe=self.recipe,
                 known_source=steps.known_source,
-                prompts={s.template: self.templates[s.template].sha256 for s in STEPS if s in used},
+                prompts={s.template: self.templates[s.template].sha256
+                         for s in self.steps if s in used},
             ),
             intermediates=steps,
             seed=self.seed,

@@ -16,13 +16,21 @@ from cuqa_builder.generation.algorithm import (
     KNOWN_QUESTION_GEN2,
     MERGE_QUESTIONS,
     UNKNOWN_QUESTION_GEN,
+    Generator,
     Sampling,
     Step,
     draw,
 )
+from cuqa_builder.generation.connected import (
+    CATEGORY,
+    DESCRIBE_BRIDGE,
+    KNOWN_PASSAGE,
+    PROPERTY_QUESTION,
+    ConnectedGenerator,
+)
 from cuqa_builder.llm.estimate import CallPlan
 from cuqa_builder.prompts import PromptTemplate
-from cuqa_builder.records import Event
+from cuqa_builder.records import Event, KnownSource
 
 # Output lengths before the cache knows the model: a question with a short lead-in, and most of
 # a "detailed passage" (its max_tokens is 384).
@@ -42,8 +50,11 @@ def _call(plan: CallPlan, templates: dict[str, PromptTemplate], step: Step, max_
 
 
 def plan_easy(plan: CallPlan, events: Iterable[Event], seed: int,
-              templates: dict[str, PromptTemplate], sampling: Sampling) -> int:
-    """Plan Algorithm 1 for each event (each must have entities); returns how many."""
+              templates: dict[str, PromptTemplate], sampling: Sampling,
+              recipe: type[Generator] = Generator, known_source: KnownSource = "model") -> int:
+    """Plan the recipe for each event (each must have entities); returns how many."""
+    if recipe is ConnectedGenerator:
+        return _plan_connected(plan, events, seed, templates, sampling, known_source)
     short, long = sampling.question_max_tokens, sampling.passage_max_tokens
     count = 0
     for event in events:
@@ -60,6 +71,34 @@ def plan_easy(plan: CallPlan, events: Iterable[Event], seed: int,
                           known_passage=passage, unknown_entity=cur, known_entity=cur)
         _call(plan, templates, MERGE_QUESTIONS, short, QUESTION_TOKENS,
               unknown_question=unknown, known_question=known)
+        count += 1
+    plan.rounds = max(plan.rounds, EASY_ROUNDS if count else 0)
+    return count
+
+
+def _plan_connected(plan: CallPlan, events: Iterable[Event], seed: int,
+                    templates: dict[str, PromptTemplate], sampling: Sampling,
+                    known_source: KnownSource) -> int:
+    """The connected recipe: a description of the bridge, the passage when the model writes it,
+    then the known question (ABC) or the category (AAB); the merge is no call."""
+    short, long = sampling.question_max_tokens, sampling.passage_max_tokens
+    count = 0
+    for event in events:
+        pool = ConnectedGenerator.bridge_candidates(event)
+        if not pool:
+            continue
+        draws = draw(seed, event.id, len(pool))
+        cur = pool[draws.cur_index].text
+        _call(plan, templates, DESCRIBE_BRIDGE, short, QUESTION_TOKENS, event=event.text,
+              date=str(event.date), bridge=cur, cutoff="")
+        passage = "x" * plan.calibration.chars(PASSAGE_TOKENS)
+        if known_source == "model":
+            passage = _call(plan, templates, KNOWN_PASSAGE, long, PASSAGE_TOKENS, entity=cur,
+                            event=event.text, cutoff="")
+        step = CATEGORY if draws.aab else PROPERTY_QUESTION
+        values = {"bridge": cur, "passage": passage, "cutoff": ""}
+        values |= {} if draws.aab else {"answer": cur, "event": event.text}
+        _call(plan, templates, step, short, QUESTION_TOKENS, **values)
         count += 1
     plan.rounds = max(plan.rounds, EASY_ROUNDS if count else 0)
     return count

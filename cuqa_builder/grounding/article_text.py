@@ -34,6 +34,7 @@ class ArticleText:
     sentences: list[str]  # every sentence, the lead's first
     lead_links: list[Link]
     links: list[Link]
+    kind: str | None = None  # what its infobox says it is: "island", "country", "person"...
 
     @property
     def passage(self) -> str:
@@ -101,7 +102,27 @@ def _parse(title: str, wikitext: str) -> ArticleText:
         sentences += found
         links += found_links
     return ArticleText(title=title, lead=lead, sentences=sentences, lead_links=lead_links,
-                       links=links)
+                       links=links, kind=_infobox_kind(wikitext))
+
+
+_INFOBOX = re.compile(r"^\s*infobox\s+", re.IGNORECASE)
+# Infoboxes of people, whatever their trade ("officeholder", "tennis biography").
+_PERSON_INFOBOX = re.compile(r"officeholder|royalty|person|biography|cyclist|golfer|player")
+
+
+def _infobox_kind(wikitext: str) -> str | None:
+    """What the first infobox says the subject is: its settlement type ("island", "province"),
+    else its kind ("country", "political party"), "person" for any biography."""
+    template = next((t for t in parse_wikitext(wikitext).filter_templates(recursive=False)
+                     if _INFOBOX.match(str(t.name))), None)
+    if template is None:
+        return None
+    if template.has("settlement_type"):
+        kind = render(template.get("settlement_type").value.nodes).text.strip().lower()
+        if kind:
+            return kind
+    kind = " ".join(_INFOBOX.sub("", str(template.name)).split()).lower()
+    return "person" if _PERSON_INFOBOX.search(kind) else kind or None
 
 
 def article_text(page: Page) -> ArticleText:

@@ -21,9 +21,9 @@ from typing import Literal
 from pydantic import Field
 
 from cuqa_builder.grounding.keys import SEARCH_PREFIX, entity_key
-from cuqa_builder.jsonio import JsonlAppender, read_jsonl
+from cuqa_builder.jsonio import JsonlAppender, read_jsonl, read_model
 from cuqa_builder.records import Entity, Evidence, Page, Record
-from cuqa_builder.run import ARTICLES, RunContext
+from cuqa_builder.run import ARTICLES, MANIFEST, RunContext
 from cuqa_builder.snapshot import (
     SnapshotError,
     articles_dir,
@@ -32,6 +32,7 @@ from cuqa_builder.snapshot import (
     read_page,
     write_page,
 )
+from cuqa_builder.stages.fetch import Manifest
 from cuqa_builder.wiki.client import MediaWikiClient, WikiError
 from cuqa_builder.wiki.wikitext import revision_url
 
@@ -265,8 +266,9 @@ def _index_url(api: str) -> str:
 
 
 def open_article_store(ctx: RunContext) -> ArticleStore:
-    """The run's articles: `--source DIR/articles/` offline, else fetched from `--wiki-api`
-    into the run's `pages/articles/` with the fetch stage's politeness."""
+    """The run's articles: `--source DIR/articles/` offline (DIR defaults to the snapshot the
+    run was built from), else fetched from `--wiki-api` into the run's `pages/articles/` with
+    the fetch stage's politeness."""
     options = ctx.options.source
 
     def client() -> MediaWikiClient:
@@ -275,4 +277,24 @@ def open_article_store(ctx: RunContext) -> ArticleStore:
         )
 
     return ArticleStore(ctx.path(ARTICLES), ctx.pages_dir, ctx.window.cutoff,
-                        source=options.source, client=client)
+                        source=article_snapshot(ctx), client=client)
+
+
+def article_snapshot(ctx: RunContext) -> Path | None:
+    """`--source DIR`, else the snapshot the run was built from (its manifest.json names it):
+    such a run fetched no article, so reading its own `pages/articles/` instead would fail
+    every grounding check. None for a run that fetched its pages."""
+    if ctx.options.source.source is not None:
+        return ctx.options.source.source
+    if not ctx.path(MANIFEST).exists():
+        return None
+    built_from = read_model(ctx.path(MANIFEST), Manifest, "a manifest.json").snapshot
+    if built_from is None:
+        return None
+    if not Path(built_from).is_dir():  # a relative one is as the building command gave it
+        raise SnapshotError(
+            f"{ctx.out} was built from the snapshot {built_from}, which is not there (moved, "
+            "or named relative to another directory): pass --source with that snapshot"
+        )
+    log.info("articles: from %s, the snapshot the run was built from", built_from)
+    return Path(built_from)

@@ -38,3 +38,21 @@ def critic_lines(candidate: Candidate) -> list[str]:
         return []
     return [f"{'✓' if verdict.passed else '✗'} critic, {name.replace('_', ' ')}: "
             f"{verdict.note or '(no reason given)'}" for name, verdict in validation.critic.items()]
+
+
+def connected_lines(candidate: Candidate) -> list[str]:
+    """What the checker answered without the event, one line each (none when not asked)."""
+    validation = candidate.validation
+    if validation is None:
+        return []
+    lines = []
+    for verdict in validation.connected:
+        mark = "✓" if verdict.passed else "✗"
+        on = f" ({verdict.item})" if verdict.item else ""
+        if verdict.check == "connected":
+            lines.append(f'{mark} connected{on}: with the event masked, "{verdict.question}" '
+                         f'-> {verdict.model}: "{verdict.reply}"')
+        else:
+            lines.append(f"{mark} unknown before the cutoff: {verdict.model}, told to know nothing "
+                         f'after it: "{verdict.reply}"')
+    return lines

@@ -21,7 +21,12 @@ Failed lines are never retried live: a transient failure (429, 5xx, timeout, an 
 cancelled batch, a line with no answer) joins the next round, up to `--max-retries` times; a
 refused request (another 4xx) fails at once, like a refused live call. An expired batch thus
 resubmits only what it did not answer. With `--batch-files` the run stops with `Paused` (exit
-75) whenever a round's output file is missing, saying what to run.
+75) whenever a round's output file is missing, saying what to run, and also when one answers
+only part of its round: an engine may still be writing it (`accept_partial` takes what it has and
+asks the rest again), and a file that answers none of its requests is most likely the wrong one.
+An input file deleted before it was answered is written again from the requests the cache keeps.
+A malformed line is one failed line (asked again); an output file that is no UTF-8 text stops the
+run with `RoundFileError`.
 
 This module never imports `openai`: the Batch API is reached through `BatchService`, which
 `gateway.py` implements with the client.
@@ -37,15 +42,16 @@ import logging
 import re
 import shlex
 import tempfile
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, model_validator
 from tqdm import tqdm
 
-from cuqa_builder.errors import Paused
+from cuqa_builder.errors import CuqaError, Paused, describe_validation_error
+from cuqa_builder.jsonio import atomic_write_text
 from cuqa_builder.llm.cache import CallCache, CallRow, Submission, SubmittedRequest
 from cuqa_builder.llm.types import ChatRequest, ChatResult, GatewayStats, LLMError
 
@@ -60,6 +66,10 @@ _SPINS = 8  # event-loop passes without a new call before the quiet wait starts
 FINISHED = frozenset({"completed", "failed", "expired", "cancelled"})
 _TRANSIENT_STATUS = frozenset({408, 409, 429})
 _ROUND_FILE = re.compile(r"^round-(\d+)\.(?:input|output)\.jsonl$")
+
+
+class RoundFileError(CuqaError):
+    """A round's output file that cannot be read at all: the round stays open."""
 
 
 class BatchState(BaseModel):
@@ -127,6 +137,50 @@ class OutputLine(BaseModel):
     error: Any = None
 
 
+class _LineId(BaseModel):
+    """Just the request a line answers: enough to ask it again when the rest is malformed."""
+
+    custom_id: str
+
+
+class _Usage(BaseModel):
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+class _Message(BaseModel):
+    content: str | None = None
+
+
+class _Choice(BaseModel):
+    message: _Message | None = None
+    text: str | None = None
+    finish_reason: str | None = None
+    logprobs: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _message_or_text(self) -> _Choice:
+        if self.message is None and self.text is None:
+            raise ValueError("a choice needs a message or a text")
+        return self
+
+
+class AnswerBody(BaseModel):
+    """The parts of a completion that its answer is read from (the body is stored whole): a
+    line whose body lacks them, or holds `"usage": "lots"`, is a malformed line."""
+
+    choices: list[_Choice] = Field(min_length=1)
+    usage: _Usage | None = None
+
+
+@dataclass
+class OutputFile:
+    """The typed lines of one output (or error) file."""
+
+    lines: list[OutputLine]
+    unreadable: int = 0  # whole lines that name no request (a torn last line is not one)
+
+
 @dataclass(slots=True)
 class _Waiting:
     """A call waiting for its round (kept small: a round holds tens of thousands)."""
@@ -166,16 +220,37 @@ def _line_failure(line: OutputLine) -> tuple[bool, str] | None:
                       f"{message[:200]}"
 
 
-def read_output(lines: Iterable[str], source: str) -> Iterator[OutputLine]:
-    """Typed output lines; one that is no batch output line is skipped with a warning (an
-    engine killed mid-line leaves half a line at the end)."""
-    for number, text in enumerate(lines, start=1):
-        if not text.strip():
+def read_output(text: str, source: str) -> OutputFile:
+    """Typed output lines. A line with an unusable answer becomes a failed line of its request
+    (named by file and line, so it is asked again); one that names no request is skipped with a
+    warning (an engine killed mid-line leaves half a line at the end)."""
+    read = OutputFile(lines=[])
+    for number, line in enumerate(text.splitlines(keepends=True), start=1):
+        if not line.strip():
             continue
         try:
-            yield OutputLine.model_validate_json(text)
-        except ValidationError:
-            log.warning("%s:%d: not a batch output line; skipped", source, number)
+            read.lines.append(_typed_line(line))
+        except ValidationError as exc:
+            where = f"{source}:{number}"
+            try:
+                request = _LineId.model_validate_json(line)
+            except ValidationError:
+                log.warning("%s: not a batch output line; skipped", where)
+                read.unreadable += line.endswith("\n")
+                continue
+            reason = f"{where}: malformed line ({describe_validation_error(exc)})"
+            log.warning("%s; its request is asked again", reason)
+            read.lines.append(OutputLine(custom_id=request.custom_id,
+                                         error={"message": reason}))
+    return read
+
+
+def _typed_line(text: str) -> OutputLine:
+    line = OutputLine.model_validate_json(text)
+    if line.response is not None and line.response.status_code == 200 \
+            and line.response.body is not None:
+        AnswerBody.model_validate(line.response.body)
+    return line
 
 
 def describe_batches(stats: GatewayStats) -> str:
@@ -219,6 +294,7 @@ class Rounds:
         poll_s: float = 30.0,
         progress: bool = True,
         quiet_s: float = QUIET_S,
+        accept_partial: bool = False,
     ) -> None:
         if (service is None) == (directory is None):
             raise ValueError("rounds go to a Batch API service or to a directory, not both")
@@ -234,6 +310,7 @@ class Rounds:
         self._max_retries = max_retries
         self._service = service
         self._directory = directory
+        self._accept_partial = accept_partial  # read an output file that answers only some
         self._poll_s = poll_s
         self._progress = progress
         self._quiet_s = quiet_s
@@ -292,13 +369,13 @@ class Rounds:
             self._stats.rounds += 1
             try:
                 await self._round(waiting)
-            except Paused as pause:
-                self._stopped = pause
-                self._fail(waiting, pause)
-                self._fail(self._waiting, pause)
-                return
             except LLMError as exc:  # this round could not be sent: its calls fail, not later ones
                 self._fail(waiting, exc)
+            except CuqaError as stop:  # Paused, or a round file to fix: the run stops here
+                self._stopped = stop
+                self._fail(waiting, stop)
+                self._fail(self._waiting, stop)
+                return
             except Exception as exc:  # a bug: nobody may wait for ever
                 self._stopped = exc
                 self._fail(waiting, exc)
@@ -353,6 +430,12 @@ class Rounds:
 
     # --- writing and submitting ------------------------------------------------------------
 
+    def _input_line(self, key: str, request: ChatRequest) -> str:
+        return json.dumps(
+            {"custom_id": key, "method": "POST", "url": self._url,
+             "body": self._body_of(request)}, ensure_ascii=False, separators=(",", ":"),
+        ) + "\n"
+
     def _parts(self, items: list[_Waiting], path_for: Callable[[int], Path]) -> list[_Part]:
         """Write the input files, a new one whenever the next line would pass a limit."""
         parts: list[_Part] = []
@@ -360,11 +443,7 @@ class Rounds:
         size = 0
         try:
             for item in items:
-                line = (json.dumps(
-                    {"custom_id": item.key, "method": "POST", "url": self._url,
-                     "body": self._body_of(item.request)}, ensure_ascii=False,
-                    separators=(",", ":"),
-                ) + "\n").encode()
+                line = self._input_line(item.key, item.request).encode()
                 if len(line) > self._max_bytes:
                     raise LLMError(f"{self._model}: one request is {len(line)} bytes, more "
                                    f"than a batch file may hold ({self._max_bytes})")
@@ -437,7 +516,8 @@ class Rounds:
             for file_id in (state.output_file_id, state.error_file_id):
                 if file_id:
                     data = await self._service.download(file_id)
-                    lines += read_output(data.decode().splitlines(), f"batch {state.id}")
+                    lines += read_output(_decoded(data, f"batch {state.id}"),
+                                         f"batch {state.id}").lines
             self._close(submission, lines, waiting, missing=f"batch {state.status}")
 
     async def _wait_for_batches(self, submissions: list[Submission]) -> dict[str, BatchState]:
@@ -457,18 +537,49 @@ class Rounds:
                         states[batch_id] = await self._service.retrieve(batch_id)
 
     def _settle_files(self, submissions: list[Submission], waiting: dict[str, _Waiting]) -> None:
-        missing = [s for s in submissions if not _output_path(Path(s.input)).exists()]
+        """Read each complete output file; stop (Paused) while any is missing or unfinished."""
+        missing: list[Submission] = []
+        unfinished: list[str] = []
         for submission in submissions:
-            if submission in missing:
-                continue
             output = _output_path(Path(submission.input))
-            with output.open(encoding="utf-8") as lines:
-                self._close(submission, read_output(lines, str(output)), waiting,
-                            missing=f"no answer in {output.name}")
-        if missing:
-            raise Paused(self._what_to_run(missing))
+            if not output.exists():
+                missing.append(submission)
+                continue
+            answers = read_output(_decoded(output.read_bytes(), output.name), output.name)
+            problem = self._incomplete(submission, answers)
+            if problem:
+                unfinished.append(problem)
+                continue
+            self._close(submission, answers.lines, waiting,
+                        missing=f"no answer in {output.name}")
+        if missing or unfinished:
+            raise Paused("\n".join([*unfinished, *self._what_to_run(missing)]))
 
-    def _what_to_run(self, missing: list[Submission]) -> str:
+    def _incomplete(self, submission: Submission, answers: OutputFile) -> str | None:
+        """Why a round's output file is not read yet, or None: every request has a line (an
+        answer or a failure), or `accept_partial` takes some. One that answers none is most
+        likely the wrong file."""
+        source = Path(submission.input)
+        output = _output_path(source)
+        requests = self._cache.batch_keys(submission.id)
+        answered = len({line.custom_id for line in answers.lines} & requests)
+        if not answered:
+            return (f"{output} answers 0 of its {len(requests)} requests (wrong file?): no "
+                    "line holds one of their custom_ids. If the engine is still writing it, run "
+                    "again once it has finished; else replace it with the engine's output for "
+                    f"{source.name}")
+        if answered + answers.unreadable >= len(requests) or self._accept_partial:
+            return None
+        return (f"{output.name}: {answered} of {len(requests)} answered; is the engine still "
+                "writing? Run again once it has finished, or add --accept-partial-round to "
+                "take these answers and ask the rest in the next round")
+
+    def _what_to_run(self, missing: list[Submission]) -> list[str]:
+        """What to tell about rounds waiting for their output; an input file that is gone is
+        written again from the requests the cache recorded with it."""
+        if not missing:
+            return []
+        rewritten = [self._write_again(s) for s in missing if not Path(s.input).exists()]
         commands = "\n".join(
             "  python -m vllm.entrypoints.openai.run_batch -i "
             f"{shlex.quote(s.input)} -o {shlex.quote(str(_output_path(Path(s.input))))} "
@@ -476,9 +587,20 @@ class Rounds:
             for s in missing
         )
         calls = sum(s.requests for s in missing)
-        return (f"waiting for the answers to {calls} calls in {len(missing)} batch file(s); "
+        return [*rewritten,
+                f"waiting for the answers to {calls} calls in {len(missing)} batch file(s); "
                 f"answer them with an offline engine, e.g. vLLM:\n{commands}\n"
-                "then run this command again to read them and go on")
+                "then run this command again to read them and go on"]
+
+    def _write_again(self, submission: Submission) -> str:
+        recorded = self._cache.batch_requests(submission.id)
+        lines = [self._input_line(key, _recorded_request(request))
+                 for key, request in recorded.items()]
+        path = Path(submission.input)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, "".join(lines))
+        return (f"{path} was gone: written again from the {len(lines)} requests the call "
+                "cache recorded for it")
 
     def _close(
         self,
@@ -538,6 +660,23 @@ class Rounds:
         tries = f" after {item.failures + 1} rounds" if transient else ""
         item.future.set_exception(LLMError(f"{self._model}: batch call failed{tries}: {reason}"))
         item.future.exception()
+
+
+def _recorded_request(submitted: SubmittedRequest) -> ChatRequest:
+    """The call a recorded request was made from (its canonical JSON holds every sent field)."""
+    request = ChatRequest.model_validate_json(submitted.request)
+    return request.model_copy(update={"template": submitted.template,
+                                      "template_hash": submitted.template_hash})
+
+
+def _decoded(data: bytes, source: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RoundFileError(
+            f"{source} is not UTF-8 text (byte {exc.start} cannot be read): batch output is "
+            "UTF-8 JSONL; write it again as UTF-8, or delete it to answer its round again"
+        ) from None
 
 
 def _output_path(input_path: Path) -> Path:

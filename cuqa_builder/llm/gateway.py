@@ -547,4 +547,5 @@ def _open_rounds(
         service=None if to_files else OpenAIBatches(client, gateway, settings.max_retries),
         directory=settings.batch_dir if to_files else None,
         poll_s=settings.batch_poll_s, progress=settings.progress,
+        accept_partial=settings.accept_partial_round,
     )

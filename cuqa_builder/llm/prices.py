@@ -13,23 +13,30 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
-from cuqa_builder.errors import describe_validation_error
+from cuqa_builder.errors import CuqaError, describe_validation_error
 from cuqa_builder.llm.local import REGISTRY
 
 log = logging.getLogger(__name__)
 
 
 BATCH_DISCOUNT = 0.5
+# A negative, NaN or infinite price would make every cost and estimate after it nonsense.
+USD = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+class PriceFileError(CuqaError, ValueError):
+    """A --prices file that cannot be read or is no price table."""
 
 
 class Price(BaseModel):
-    input: float  # USD per 1M prompt tokens
-    output: float  # USD per 1M completion tokens
-    batch_input: float | None = None  # through the Batch API (default: input x BATCH_DISCOUNT)
-    batch_output: float | None = None
+    input: USD  # per 1M prompt tokens
+    output: USD  # per 1M completion tokens
+    batch_input: USD | None = None  # through the Batch API (default: input x BATCH_DISCOUNT)
+    batch_output: USD | None = None
 
     def per_million(self, batch: bool = False) -> tuple[float, float]:
         """(input, output) USD per 1M tokens, live or through the Batch API."""
@@ -110,9 +117,10 @@ def read_price_file(path: Path) -> dict[str, Price]:
     try:
         return _PRICE_FILE.validate_json(path.read_bytes())
     except OSError as exc:
-        raise ValueError(f"cannot read the price table {path}: {exc.strerror}") from None
+        raise PriceFileError(f"cannot read the price table {path}: {exc.strerror}") from None
     except ValidationError as exc:
-        raise ValueError(
-            f"{path} is not a price table of {{model: {{input, output}}}} in USD per 1M tokens: "
+        raise PriceFileError(
+            f"{path} is not a price table of {{model: {{input, output}}}} in USD per 1M tokens, "
+            "each a finite number not below 0: "
             f"{describe_validation_error(exc, shown=1)}"
         ) from None

@@ -49,6 +49,7 @@ class LLMSettings(BaseModel):
     # Scale (issue 13): rounds of batched calls instead of live ones, and client-side rate limits.
     batch_mode: BatchMode = "live"
     batch_dir: Path | None = None  # the round files of batch_mode "files"
+    accept_partial_round: bool = False  # read a round file that answers only some requests
     batch_max_requests: int = Field(default=BATCH_MAX_REQUESTS, ge=1)
     batch_max_bytes: int = Field(default=int(BATCH_MAX_MB * 1_000_000), ge=1)
     batch_poll_s: float = Field(default=BATCH_POLL_S, gt=0)
@@ -148,6 +149,11 @@ class LLMOptions(BaseModel):
         "DIR/round-NNN.output.jsonl exists",
         json_schema_extra={"flag": {"metavar": "DIR"}},
     )
+    accept_partial_round: bool = Field(
+        False, description="with --batch-files: read a round's output file that answers only "
+        "some of its requests (an engine that stopped early); the others are asked again in "
+        "the next round. Without it such a file waits, as the engine may still be writing it",
+    )
     batch_max_requests: int = Field(
         BATCH_MAX_REQUESTS, ge=1, description="requests per batch file (larger rounds are "
         "split)", json_schema_extra={"flag": {"metavar": "N"}},
@@ -172,10 +178,23 @@ class LLMOptions(BaseModel):
                              "or files for an offline engine")
         if (self.batch or self.batch_files is not None) and self.no_cache:
             raise ValueError("batch answers are kept in the call cache: drop --no-cache")
+        if self.accept_partial_round and self.batch_files is None:
+            raise ValueError("--accept-partial-round reads --batch-files rounds: give "
+                             "--batch-files DIR too")
         if self.batch and self.llm:
             raise ValueError("the embedded model has no Batch API: use --batch-files DIR, "
                              "or drop --llm")
         return self
+
+    @field_validator("batch_files")
+    @classmethod
+    def _a_directory(cls, directory: Path | None) -> Path | None:
+        if directory is not None and directory.exists() and not directory.is_dir():
+            raise ValueError(f"--batch-files takes a directory (the round files go in it); "
+                             f"{directory} is a file")
+        # Absolute: the rounds are recorded with their paths, and a re-run from another
+        # working directory must find the same files.
+        return directory.absolute() if directory is not None else None
 
     @field_validator("llm")
     @classmethod
@@ -215,6 +234,7 @@ def resolve_settings(
         prices_path=options.prices,
         batch_mode=batch_mode,
         batch_dir=options.batch_files,
+        accept_partial_round=options.accept_partial_round,
         batch_max_requests=options.batch_max_requests,
         batch_max_bytes=int(options.batch_max_mb * 1_000_000),
         batch_poll_s=options.batch_poll,

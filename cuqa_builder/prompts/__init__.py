@@ -1,5 +1,5 @@
-"""Prompt templates are data: one file each in this package folder (`cuqa_builder/prompts/`),
-worded as the papers' tables, read through importlib.resources wherever the package lives.
+"""Prompt templates are data: one file each in the repository's top-level `prompts/` folder,
+worded as the papers' tables; the wheel carries them inside this package (see `shipped`).
 
 A file may open with a front matter block (between two `---` lines) naming its source; the body
 after it is the template that is sent, and its sha256 is recorded with every call.
@@ -11,10 +11,10 @@ import hashlib
 import string
 from dataclasses import dataclass
 from functools import cache, cached_property
-from importlib import resources
 from importlib.resources.abc import Traversable
 
 from cuqa_builder.errors import CuqaError
+from cuqa_builder.shipped import shipped_file
 
 
 class PromptError(CuqaError, ValueError):
@@ -22,8 +22,8 @@ class PromptError(CuqaError, ValueError):
 
 
 def prompt_file(name: str) -> Traversable:
-    """The template file `NAME.txt` shipped with the package."""
-    return resources.files(__package__).joinpath(f"{name}.txt")
+    """The template file `prompts/NAME.txt`, wherever the package lives."""
+    return shipped_file(__package__, f"{name}.txt")
 
 
 @dataclass(frozen=True)

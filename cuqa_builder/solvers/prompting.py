@@ -9,7 +9,7 @@ from cuqa_builder.retrieval.types import Passage
 
 
 def demonstrations(name: str) -> str:
-    """A demonstrations file of `cuqa_builder/prompts/` (plain text, no placeholders)."""
+    """A demonstrations file of `prompts/` (plain text, no placeholders)."""
     return load_prompt(name, expects=frozenset()).text
 
 

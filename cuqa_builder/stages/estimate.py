@@ -15,7 +15,7 @@ from cuqa_builder.stages.registry import Stage
 
 def _planned_candidates(plan: CallPlan) -> int:
     return sum(step.calls for name, step in plan.steps.items()
-               if name in ("UnknownQuestionGen", "MergeQuestions (hard)"))
+               if name in ("UnknownQuestionGen", "DescribeBridge", "MergeQuestions (hard)"))
 
 
 def estimate_build(ctx: RunContext, stages: Sequence[Stage]) -> str:

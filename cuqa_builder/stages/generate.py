@@ -36,6 +36,8 @@ from cuqa_builder.generation.algorithm import (
 )
 from cuqa_builder.generation.estimate import plan_easy, plan_hard
 from cuqa_builder.generation.hard import choose_pairs, merge_pair
+from cuqa_builder.generation.recipes import RECIPES
+from cuqa_builder.generation.structural import Token
 from cuqa_builder.generation.yield_report import item_calls, stage_line
 from cuqa_builder.grounding.article_text import article_text
 from cuqa_builder.grounding.articles import ArticleStore, open_article_store
@@ -53,7 +55,7 @@ from cuqa_builder.llm.estimate import CallPlan, calibration, compare
 from cuqa_builder.llm.gateway import open_gateway
 from cuqa_builder.llm.settings import LLMSettings, resolve_settings
 from cuqa_builder.llm.types import GatewayStats
-from cuqa_builder.ner import EntityExtractor
+from cuqa_builder.ner import EntityExtractor, parse_tokens
 from cuqa_builder.ner_memo import NerMemo
 from cuqa_builder.records import Candidate, Entity, Event, GenerationFailure
 from cuqa_builder.refresh import stale_candidates
@@ -92,6 +94,7 @@ class Tally:
     refused: int = 0  # outputs a step check refused (asked again, or the step failed)
     repaired: int = 0  # items written after at least one refused output
     articles: str = ""  # --known-source wiki: what the article lookups did
+    set_aside: Counter[str] = field(default_factory=Counter)  # entities no bridge, by reason
     reasons: Counter[str] = field(default_factory=Counter)  # "step: reason" of each failure
 
     @property
@@ -148,6 +151,12 @@ class PassageEntities:
         self._memo.put(text, found)
         return found
 
+    async def parse(self, text: str) -> list[Token]:
+        """An event sentence's dependency parse (the connected recipe's fallback description),
+        on the same thread as NER."""
+        return await asyncio.get_running_loop().run_in_executor(
+            self._thread, parse_tokens, text, self.model_name)
+
     async def __call__(self, text: str) -> list[Entity]:
         if self._memo is None:
             self._memo = NerMemo(self._memo_path, pipeline=self.model_name)
@@ -177,11 +186,12 @@ def _known_articles(
 
 
 def _with_a_known_bridge(
-    events: list[Event], known: dict[str, KnownArticle], tally: Tally
+    events: list[Event], known: dict[str, KnownArticle], tally: Tally, generator: Generator
 ) -> list[Event]:
-    """--known-source wiki: an event none of whose entities had an article at the cutoff has no
+    """--known-source wiki: an event none of whose bridges had an article at the cutoff has no
     bridge to ask about (a finding of the lookups, not a failure to retry): it is skipped."""
-    usable = [e for e in events if any(entity_key(x) in known for x in e.entities)]
+    usable = [e for e in events
+              if any(entity_key(x) in known for x in generator.bridge_candidates(e))]
     tally.no_article = len(events) - len(usable)
     return usable
 
@@ -197,7 +207,7 @@ def _passages(store: ArticleStore, entities: list[Entity]) -> dict[str, KnownArt
         if text.passage:
             known[entity_key(entity)] = KnownArticle(
                 passage=text.passage, links=text.lead_links,
-                evidence=store.evidence(lookup, text.lead[:1]),
+                evidence=store.evidence(lookup, text.lead[:1]), kind=text.kind,
             )
     return known
 
@@ -307,8 +317,9 @@ async def _run_jobs(
         await asyncio.gather(*(worker() for _ in range(min(limit, total))))
 
 
-def _easy_jobs(generator: Generator, events: Iterable[Event]) -> Iterator[_Job]:
+def _easy_jobs(generator: Generator, events: Iterable[Event], tally: Tally) -> Iterator[_Job]:
     for e in events:
+        generator.bridge_candidates(e, tally.set_aside)  # counts the entities it leaves out
         yield _Job(candidate_id(generator.seed, e.id), partial(generator.easy, e), event_id=e.id)
 
 
@@ -410,8 +421,11 @@ def estimate(ctx: RunContext, settings: LLMSettings, model: str) -> CallPlan:
     tally = Tally()
     todo, _, hard_done = _todo(ctx, tally, drop_stale=False)
     plan = CallPlan(model, calibration(settings, model))
-    sampling, templates = Sampling(), load_templates()
-    easy = plan_easy(plan, todo(), ctx.options.generate.seed, templates, sampling)
+    recipe = RECIPES[ctx.options.generate.prompts]
+    sampling, templates = Sampling(), load_templates(recipe.steps)
+    known_source = ctx.options.generate.known_source or recipe.default_known_source
+    easy = plan_easy(plan, todo(), ctx.options.generate.seed, templates, sampling, recipe,
+                     known_source)
     easy_made = tally.already_done + easy
     pairs = min(max(0, ctx.options.generate.hard - hard_done), easy_made // 2)
     plan_hard(plan, pairs, templates, sampling)
@@ -435,31 +449,34 @@ async def _run(ctx: RunContext, tally: Tally) -> tuple[str, GatewayStats, CallPl
     writer = _Writer(ctx, tally)
     try:
         options = ctx.options.generate
-        known: dict[str, KnownArticle] = {}
-        if options.known_source == "wiki":  # wiki passages: the events are looked up first
-            events = list(todo())
-            known = _known_articles(ctx, events, tally)
-            usable = _with_a_known_bridge(events, known, tally)
-            todo, count = (lambda: iter(usable)), len(usable)
         async with open_gateway(settings) as gateway:
             async def passage_entities(text: str) -> list[Entity]:
                 # spaCy runs in a thread; a batch round waits for it (the ABC question's call).
                 async with gateway.outside_work():
                     return await find_entities(text)
 
-            generator = Generator(
+            async def parse(text: str) -> list[Token]:
+                async with gateway.outside_work():
+                    return await find_entities.parse(text)
+
+            generator = RECIPES[options.prompts](
                 gateway, passage_entities, seed=seed, cutoff=ctx.window.label,
-                attempts=options.attempts, known_source=options.known_source,
-                known_articles=known,
+                attempts=options.attempts, known_source=options.known_source, parse=parse,
+                parse_first=settings.uses_local_model,  # the embedded model is small
             )
+            if generator.known_source == "wiki":  # wiki passages: the events are looked up first
+                events = list(todo())
+                generator.known_articles = _known_articles(ctx, events, tally)
+                usable = _with_a_known_bridge(events, generator.known_articles, tally, generator)
+                todo, count = (lambda: iter(usable)), len(usable)
             save_run_info(ctx.out, generation=GenerationInfo(
                 model=gateway.model, seed=seed, sampling=generator.sampling.model_dump(),
                 prompts=generator.prompt_hashes, hard=options.hard, attempts=options.attempts,
-                known_source=options.known_source,
+                known_source=generator.known_source, recipe=generator.recipe,
             ))
-            if count and not settings.batched and options.known_source == "model":
+            if count and not settings.batched and generator.known_source == "model":
                 find_entities.start()  # the pipeline loads while the first calls are answered
-            await _run_jobs(ctx, "generate", _easy_jobs(generator, todo()), count, writer,
+            await _run_jobs(ctx, "generate", _easy_jobs(generator, todo(), tally), count, writer,
                             in_flight, gateway.stats)
             if ctx.options.generate.hard:
                 entities = {e.id: e.entities for e in iter_jsonl(ctx.path(EVENTS), Event)}
@@ -483,7 +500,7 @@ def _summary(
         f"generate: {tally.selected} events"
         + (f" ({', '.join(skipped)} skipped)" if skipped else "")
         + f"; {tally.aab + tally.abc} new candidates (AAB {tally.aab}, ABC {tally.abc}"
-        + (f"; {tally.fallbacks} ABC draws fell back to AAB" if tally.fallbacks else "")
+        + (f"; {tally.fallbacks} took the other branch" if tally.fallbacks else "")
         + f"), {tally.already_done} already done, {tally.failed} failed"
         + (f"; {tally.stale} of them stale (their event was reworded), made again"
            if tally.stale else ""),
@@ -498,6 +515,9 @@ def _summary(
                  f"refused by their step check; {tally.repaired} items written after a retry")
     if tally.articles:
         lines.append(f"  articles at the cutoff: {tally.articles}")
+    if tally.set_aside:
+        reasons = "; ".join(f"{n} {why}" for why, n in tally.set_aside.most_common())
+        lines.append(f"  entities set aside as bridges: {reasons}")
     lines.append(
         f"  LLM {model}: {stats.calls} calls, {stats.cache_hits} cache hits, "
         f"{stats.prompt_tokens} tokens in, {stats.completion_tokens} out, ${stats.cost:.4f}"
@@ -526,7 +546,8 @@ def run(ctx: RunContext) -> str:
     summary = _summary(ctx, tally, model, stats, time.perf_counter() - started, plan)
     if ctx.options.llm.batch_files is not None:  # this command made only the last round's part
         summary += "\n" + _whole_stage(ctx, model)
-    if tally.reasons and not tally.written:  # every item it tried failed: say why, exit 1
+    if tally.reasons and not tally.written and not tally.already_done:
+        # every item it tried failed and none was made before: say why, exit 1
         raise NothingProducedError(
             f"no candidate could be made: {tally.failed + tally.hard_failed} failed, most "
             f"commonly {tally.most_common_failure()}; details in "

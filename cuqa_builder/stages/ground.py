@@ -44,8 +44,7 @@ def run(ctx: RunContext) -> str:
     answers = [s.k_ent for s in steps
                if s.k_ent is not None and not grounder.bridge_names_answer(s.cur_ent, s.k_ent)]
     known = _ensure(ctx, store, answers, "known answers")
-    where = f"from {ctx.options.source.source}" if ctx.options.source.source else (
-        f"from {ctx.options.source.wiki_api}")
+    where = f"from {store.source}" if store.source else f"from {ctx.options.source.wiki_api}"
     return (
         f"ground: articles at the end of {ctx.window.cutoff} {where} for {len(steps)} easy items\n"
         f"  bridges: {bridges.line()}\n"

@@ -72,9 +72,15 @@ class GenerateOptions(StageOptions):
         "asked again with a new sampling seed (1: no repair)",
         json_schema_extra={"flag": {"metavar": "N"}},
     )
-    known_source: Literal["model", "wiki"] = Field(
-        "model", description="the known passage: the generator's own knowledge (the paper's "
-        "KnownEventsGen) or the lead of the bridge's Wikipedia article at the cutoff",
+    prompts: Literal["connected", "paper"] = Field(
+        "connected", description="the recipe: `connected` composes items that need the event "
+        "(the bridge described only through it, a known hop asking one property of the bridge "
+        "or a category holding it); `paper` is Algorithm 1 with Tables 5-9 word for word",
+    )
+    known_source: Literal["model", "wiki"] | None = Field(
+        None, description="the known passage: the generator's own knowledge or the lead of the "
+        "bridge's Wikipedia article at the cutoff (default: wiki for --prompts connected, model "
+        "for paper)",
     )
 
 
@@ -82,6 +88,14 @@ class ValidateOptions(StageOptions):
     """The automatic checks' limits and the optional probes of a target model."""
 
     limits: Limits = Field(default_factory=Limits)
+    check_model: str | None = Field(
+        None, description="checker model of the `connected` check, asked closed-book the "
+        "question with the event masked (default: the generator; `none`: no check; "
+        "local[:NAME]: an embedded model)",
+    )
+    check_base_url: str | None = Field(
+        None, description="endpoint of the checker model (default: --base-url)"
+    )
     probe_model: str | None = Field(
         None, description="target model asked closed-book by the probes (local[:NAME]: an "
         "embedded model)",

@@ -87,7 +87,7 @@ STAGES: tuple[Stage, ...] = (
           _fetch),
     Stage("events", "pages -> dated events with entities (or --source DIR)", (PAGES_DIR,),
           (EVENTS, MANIFEST, REFRESH), _events),
-    Stage("generate", "events -> candidates by Algorithm 1", (EVENTS,),
+    Stage("generate", "events -> candidates by a recipe (--prompts)", (EVENTS,),
           (CANDIDATES, GENERATION_FAILURES, RUN_INFO, NER_MEMO), _generate),
     Stage("ground", "candidates -> their entities' articles as of the cutoff (evidence)",
           (CANDIDATES,), (ARTICLES, ARTICLE_PAGES), _ground),

@@ -59,6 +59,17 @@ from cuqa_builder.run import (
 )
 from cuqa_builder.stages.options import BuildOptions
 from cuqa_builder.validation.checks import CHECK_NAMES, CheckReport, check_all
+from cuqa_builder.validation.connected import (
+    CHECK_SAMPLING,
+    CONNECTED_CHECKS,
+    CONNECTED_ERROR,
+    CONNECTED_TEMPLATE,
+    GUESS_TEMPLATE,
+    ConnectedChecker,
+    check_connected_all,
+    masked_question,
+    record_connected,
+)
 from cuqa_builder.validation.critic import (
     CRITIC_CHECKS,
     CRITIC_ERROR,
@@ -148,8 +159,53 @@ PROBE_OUT_TOKENS, JUDGE_OUT_TOKENS = 8, 2
 
 
 def estimate(ctx: RunContext, planned_candidates: int = 0) -> list[CallPlan]:
-    """The probes' calls (and the judge's) for the candidates that pass the checks now, plus
-    `planned_candidates` not generated yet; none without --probe-model."""
+    """The `connected` check's calls and the probes' (and the judge's) for the candidates that
+    pass the checks now, plus `planned_candidates` not generated yet."""
+    candidates = read_jsonl(ctx.path(CANDIDATES), Candidate)
+    report = check_all(candidates, ctx.options.checks.limits)
+    passed = [c for c, v in zip(candidates, report.validations, strict=True) if v.passed]
+    plans = _probe_estimate(ctx, passed, planned_candidates)
+    settings = resolve_settings(ctx.options.llm, default_cache=ctx.path(LLM_CACHE))
+    model = checker_model(ctx, settings.model or settings.local)
+    if model is not None:
+        plans.insert(0, _connected_estimate(ctx, model, passed, planned_candidates))
+    return plans
+
+
+def _connected_estimate(
+    ctx: RunContext, model: str, passed: list[Candidate], planned_candidates: int
+) -> CallPlan:
+    """Closed-book calls: the masked question of each easy item (two per hard item), and each
+    item's own question as of the cutoff."""
+    from cuqa_builder.llm.estimate import CallPlan, calibration
+
+    settings = model_settings(ctx.options, ctx.path(LLM_CACHE), model,
+                              ctx.options.checks.check_base_url)
+    plan = CallPlan(model, calibration(settings, model), rounds=1)
+    asked, guessed = load_prompt(CONNECTED_TEMPLATE), load_prompt(GUESS_TEMPLATE)
+    easy = [item for c in passed for item in (c.sub_items if c.difficulty == "hard" else [c])]
+    prompts = [(CONNECTED_TEMPLATE, asked.render(question=masked_question(item)))
+               for item in easy]
+    prompts += [(GUESS_TEMPLATE, guessed.render(question=c.question, cutoff=ctx.window.label))
+                for c in passed]
+    typical = "x" * plan.calibration.chars(20)
+    for_each_planned = [(CONNECTED_TEMPLATE, asked.render(question=typical)),
+                        (GUESS_TEMPLATE, guessed.render(question=typical,
+                                                        cutoff=ctx.window.label))]
+    prompts += for_each_planned * planned_candidates
+    if planned_candidates:
+        plan.notes.append(f"connected: the {planned_candidates} candidates not generated yet "
+                          "are assumed to pass the checks")
+    for template, prompt in prompts:
+        plan.add("connected", len(prompt), int(CHECK_SAMPLING["max_tokens"]), PROBE_OUT_TOKENS,
+                 template=template)
+    return plan
+
+
+def _probe_estimate(
+    ctx: RunContext, passed: list[Candidate], planned_candidates: int
+) -> list[CallPlan]:
+    """The probes' calls (and the judge's); none without --probe-model."""
     from cuqa_builder.judge import DEFAULT_JUDGE_PROMPT, judge_prompt
     from cuqa_builder.llm.estimate import CallPlan, calibration
 
@@ -165,12 +221,10 @@ def estimate(ctx: RunContext, planned_candidates: int = 0) -> list[CallPlan]:
         judge = plan if judge_model == probe_model else CallPlan(
             judge_model, calibration(judging, judge_model))
         judge.rounds = 2
-    candidates = read_jsonl(ctx.path(CANDIDATES), Candidate)
-    report = check_all(candidates, options.checks.limits)
     asked = [([c.question, *(s.question for s in c.sub_questions if s.kind == "known")],
               "\n".join(f"{s.question} {s.answer}." for s in c.sub_questions
                         if s.kind == "unknown"))
-             for c, v in zip(candidates, report.validations, strict=True) if v.passed]
+             for c in passed]
     if planned_candidates:
         typical = "x" * plan.calibration.chars(30)
         asked += [([typical, typical], typical)] * planned_candidates
@@ -214,6 +268,36 @@ async def _criticise(
         mode = "advisory" if checks.critic_advisory else "failing items"
         return (f"critic: {len(indexes)} candidates judged by {gateway.model} ({mode}); "
                 f"{gateway.stats.calls} calls, {gateway.stats.cache_hits} from the cache")
+
+
+def checker_model(ctx: RunContext, planned: str | None = None) -> str | None:
+    """The `connected` check's model: --check-model, else the generator (recorded, or
+    `planned` before generation ran); None: no check."""
+    chosen = ctx.options.checks.check_model
+    if chosen == "none":
+        return None
+    generation = load_run_info(ctx.out).generation
+    return chosen or (generation.model if generation else planned)
+
+
+async def _check_connected(
+    ctx: RunContext, model: str, candidates: Sequence[Candidate], report: CheckReport
+) -> str:
+    """Ask the checker about the candidates that passed the checks so far; returns a summary."""
+    from cuqa_builder.llm.gateway import open_gateway
+
+    indexes = [i for i, v in enumerate(report.validations) if v.passed]
+    settings = model_settings(ctx.options, ctx.path(LLM_CACHE), model,
+                              ctx.options.checks.check_base_url)
+    async with open_gateway(settings) as gateway:
+        outcomes = await check_connected_all(
+            ConnectedChecker(gateway, ctx.window.label), [candidates[i] for i in indexes],
+            progress=not ctx.options.quiet,
+        )
+        record_connected(report, indexes, outcomes, gateway.model)
+        return (f"connected: {len(indexes)} candidates asked with the event masked, by "
+                f"{gateway.model}; {gateway.stats.calls} calls, {gateway.stats.cache_hits} from "
+                "the cache")
 
 
 def _grounding(
@@ -296,6 +380,8 @@ def _summary(
         lines += [headline, *(_count_table(report, more) if more else [])]
     if errors := report.failed[PROBE_ERROR]:
         lines.append(f"  {errors} candidates could not be probed: run validate again")
+    if errors := report.failed[CONNECTED_ERROR]:
+        lines.append(f"  {errors} candidates could not be asked by the checker: run again")
     if errors := report.failed[CRITIC_ERROR]:
         lines.append(f"  {errors} candidates could not be judged by the critic: run again")
     return "\n".join([*lines, *yield_lines])
@@ -315,6 +401,17 @@ def run(ctx: RunContext) -> str:
     ]
     _mark_stale(ctx, candidates, report)
     settings = ValidationInfo(limits=limits)
+    if model := checker_model(ctx):
+        line = asyncio.run(_check_connected(ctx, model, candidates, report))
+        extra.append((line, CONNECTED_CHECKS))
+        settings = settings.model_copy(update={
+            "check_model": model,
+            "prompts": {name: load_prompt(name).sha256
+                        for name in (CONNECTED_TEMPLATE, GUESS_TEMPLATE)},
+        })
+    else:
+        extra.append(("connected: not checked (no generator recorded and no --check-model)",
+                      ()))
     if options.checks.probe_model:
         model, judge_name, stats = asyncio.run(
             _probe(options, ctx.path(LLM_CACHE), candidates, report)
@@ -325,26 +422,28 @@ def run(ctx: RunContext) -> str:
             f"{stats.calls} calls, {stats.cache_hits} from the cache", PROBE_CHECKS,
         ))
         prompts = {name: load_prompt(name).sha256 for name in (CLOSED_BOOK, WITH_UNKNOWN_ANSWER)}
-        settings = settings.model_copy(
-            update={"probe_model": model, "judge": judge_name, "prompts": prompts}
-        )
+        settings = settings.model_copy(update={
+            "probe_model": model, "judge": judge_name,
+            "prompts": {**(settings.prompts or {}), **prompts},
+        })
     if options.checks.critic_model:
         line = asyncio.run(_criticise(options, ctx.path(LLM_CACHE), candidates, report))
         extra.append((line, CRITIC_CHECKS))
         prompts = {**(settings.prompts or {}), CRITIC_TEMPLATE: load_prompt(CRITIC_TEMPLATE).sha256}
         settings = settings.model_copy(update={"critic_model": options.checks.critic_model,
                                                "prompts": prompts})
-    save_run_info(ctx.out, validation=settings)  # what the release's card reports
     validated = [
         candidate.model_copy(update={"validation": validation, "grounding": verdicts})
         for candidate, validation, verdicts in zip(
             candidates, report.validations, grounding, strict=True)
     ]
-    write_jsonl(path, validated)
     passed = [c.to_item() for c in validated if c.validation and c.validation.passed]
+    # The dataset first: when it refuses to shrink, "nothing was written" must hold.
     dataset = _write_dataset(
         ctx.path(DATASET), ctx.path(REVIEW_REPORT), passed, options.force
     )
+    write_jsonl(path, validated)
+    save_run_info(ctx.out, validation=settings)  # what the release's card reports
     failures = read_jsonl(ctx.path(GENERATION_FAILURES), GenerationFailure)
     generation = load_run_info(ctx.out).generation
     return _summary(report, len(passed), dataset, extra, yield_lines(validated, failures),

@@ -154,8 +154,12 @@ def markup(candidate: Candidate, limits: Limits) -> CheckFailure | None:
 def _echo_sources(candidate: Candidate) -> Iterator[tuple[str, str]]:
     """(what, text) of every question the merge was given: the sub-questions and, for a hard
     item, the two easy questions it joins."""
+    structural = candidate.intermediates and candidate.intermediates.bridge_description
     for sub in candidate.sub_questions:
-        yield f"the {sub.kind} sub-question", sub.question
+        # A merge that only puts the bridge's description in the known question holds the
+        # unknown sub-question ("What is <description>?") almost word for word by design.
+        if not (structural and sub.kind == "unknown"):
+            yield f"the {sub.kind} sub-question", sub.question
     for item in candidate.sub_items:
         yield f"the easy item {item.id}", item.question
 

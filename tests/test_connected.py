@@ -1,0 +1,242 @@
+"""The connected recipe (the default `--prompts`) and the `connected` check, end to end on the
+example snapshot with a scripted model; and `--prompts paper` sending today's requests."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cuqa_builder.annotation.tasks import evidence
+from cuqa_builder.cli.build import main
+from cuqa_builder.generation.bridges import canonical_name
+from cuqa_builder.generation.connected import masked_description, property_check
+from cuqa_builder.jsonio import read_jsonl, write_jsonl
+from cuqa_builder.records import Candidate
+from cuqa_builder.run import load_run_info
+from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events
+from cuqa_builder.testing.openai_server import Reply, ScriptedLLM, last_user_message
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "examples" / "wiki-sample"
+PAPER_REQUESTS = ROOT / "tests" / "fixtures" / "paper_recipe_requests.jsonl"
+
+
+class ConnectedResponder:
+    """Answers the connected recipe's prompts as a chat model would (labels, quotes, a full
+    stop), and the `connected` check with "unknown" unless a masked question is scripted."""
+
+    def __init__(self, shortcuts: dict[str, str] | None = None) -> None:
+        # masked question fragment -> the checker's reply; "ANSWER" stands for the item's answer
+        self.shortcuts = dict(shortcuts or {})
+        self.masked: list[str] = []
+        self.guessed: list[str] = []
+        self.bridge_of: dict[str, str] = {}  # the tag in a description -> its bridge
+        self.answer_of: dict[str, str] = {}  # ABC: bridge -> the known question's answer
+
+    def _answer(self, question: str) -> str:
+        tag = re.search(r"news item (\w+)", question)
+        bridge = self.bridge_of.get(tag[1], "") if tag else ""
+        return self.answer_of.get(bridge, bridge)
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        prompt = last_user_message(body)
+        if prompt.startswith("News of "):
+            date = re.match(r"News of ([^:]+):", prompt)[1]
+            item = hashlib.sha256(prompt.encode()).hexdigest()[:6]
+            self.bridge_of[item] = re.search(r"identifies (.+?) only through", prompt)[1]
+            return Reply(text=f'Noun phrase: "The one at the centre of news item {item} of '
+                         f'{date}."')
+        if "asks for a single property of it" in prompt:
+            bridge = re.search(r'names "([^"]+)" exactly as written', prompt)[1]
+            self.answer_of[bridge] = re.search(r'one and only answer is "([^"]+)"', prompt)[1]
+            return Reply(text=f"Question: Which place is tied to {bridge}?")
+        if prompt.startswith("Passage (as written before") and "category" in prompt:
+            return Reply(text="member states of the Commonwealth")
+        if prompt.startswith("Someone knows everything that was known up to"):
+            self.guessed.append(prompt.split("Question: ", 1)[1].split("\n", 1)[0])
+            return Reply(text="unknown")
+        if "If the question does not give enough information" in prompt:
+            question = prompt.split("Question: ", 1)[1].split("\n", 1)[0]
+            self.masked.append(question)
+            reply = next((r for part, r in self.shortcuts.items() if part in question), None)
+            return Reply(text=(reply or "unknown").replace("ANSWER", self._answer(question)))
+        return Reply(text="I do not understand.")
+
+
+@pytest.fixture(autouse=True)
+def _api_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-dummy")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+
+
+def _build(out: Path, llm: ScriptedLLM, stage: str, *extra: str) -> int:
+    return main(["--cutoff", "2023-04", "--until", "2023-12-31", "--source", str(SAMPLE),
+                 "--out", str(out), "--limit", "4", "--stage", stage, "-q",
+                 "--base-url", llm.base_url, "--model", "scripted", *extra])
+
+
+def _generated(tmp_path: Path, responder: ConnectedResponder) -> tuple[ScriptedLLM, int]:
+    llm = ScriptedLLM(responder)
+    llm.__enter__()
+    assert _build(tmp_path, llm, "events") == 0
+    assert _build(tmp_path, llm, "generate") == 0
+    return llm, llm.calls
+
+
+def test_connected_items_are_the_known_question_with_the_bridge_described(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    responder = ConnectedResponder()
+    llm, calls = _generated(tmp_path, responder)
+    llm.__exit__(None, None, None)
+    summary = capsys.readouterr().out
+    items = read_jsonl(tmp_path / "candidates.jsonl", Candidate)
+    # a description, a known question or category, and the two checks each
+    assert len(items) == 4 and calls == 4 * 4
+    info = load_run_info(tmp_path).generation
+    assert info is not None and (info.recipe, info.known_source) == ("connected", "wiki")
+    for item in items:
+        steps = item.intermediates
+        assert steps is not None and item.generator.recipe == "connected"
+        assert steps.known_source == "wiki" and steps.known_article is not None
+        description = steps.bridge_description
+        assert description is not None and description.startswith("the one at the centre of")
+        assert description.endswith("2023") and steps.cur_ent.text not in description
+        assert steps.unknown_question == f"What is {description}?"
+        if item.type == "ABC":
+            # The merge adds nothing: the known question with the bridge's name replaced.
+            assert steps.known_question == f"Which place is tied to {steps.cur_ent.text}?"
+            assert item.question == f"Which place is tied to {description}?"
+            assert steps.masked_question == (
+                f"Which place is tied to a certain {description.removeprefix('the ')}?")
+            assert steps.k_ent is not None and steps.k_ent.wiki_title
+            assert item.answer == steps.k_ent.wiki_title.split(" (")[0]
+        else:
+            assert steps.category == "member states of the Commonwealth"
+            assert item.question == f"Which of the member states of the Commonwealth is " \
+                f"{description}?"
+            assert item.answer == canonical_name(steps.cur_ent)
+    assert "entities set aside as bridges" in summary or all(
+        e.label != "NORP" for item in items for e in [item.intermediates.cur_ent])
+
+
+def test_a_shortcut_bridge_is_replaced_and_the_check_fails_an_item_with_none_left(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The checker answers every masked question of the coronation (6 May): generation tries
+    three of its bridges, each refused after one check, and the last item goes to validation,
+    which fails it `connected` from the cache. The other events pass both checks at once."""
+    responder = ConnectedResponder(shortcuts={"of 6 May 2023?": "That would be ANSWER."})
+    llm, generated = _generated(tmp_path, responder)
+    made = read_jsonl(tmp_path / "candidates.jsonl", Candidate)
+    [coronation] = [item for item in made if item.event.date.isoformat() == "2023-05-06"]
+    items = {item.id: item for item in made if item is not coronation}
+    tried = [c for c in coronation.intermediates.calls if c.function == "ConnectedCheck"]
+    assert len(tried) == 3 and all(c.rejected for c in tried)
+    assert [c.function for c in coronation.intermediates.calls].count("UnknownBeforeCutoff") == 0
+    for item in items.values():
+        assert [c.rejected for c in item.intermediates.calls] == [None] * 4
+    assert generated == 3 * 3 + 4 * len(items)
+    (tmp_path / "articles.jsonl").unlink()  # no grounding: its verdicts are not what is tested
+    try:
+        assert _build(tmp_path, llm, "validate", "--min-question-words", "3") == 0
+        # The generator asked the checks already; only the coronation's second one is new
+        # (generation stopped at its first refusal).
+        assert llm.calls == generated + 1
+        # Another checker model is asked anew: two calls per item that passed the checks.
+        responder.shortcuts = {coronation.intermediates.masked_question: "ANSWER"}
+        assert _build(tmp_path, llm, "validate", "--min-question-words", "3",
+                      "--check-model", "checker") == 0
+        assert llm.calls == generated + 1 + 2 * (len(items) + 1)
+    finally:
+        llm.__exit__(None, None, None)
+    validated = {c.id: c for c in read_jsonl(tmp_path / "candidates.jsonl", Candidate)}
+    shortcut = validated[coronation.id].validation
+    assert not shortcut.passed and shortcut.connected[0].model == "checker"
+    [failure] = [f for f in shortcut.failures if f.check == "connected"]
+    assert coronation.intermediates.masked_question in failure.reason
+    assert [v.check for v in shortcut.connected] == ["connected", "unknown_before_cutoff"]
+    shown = evidence(validated[coronation.id])  # what the annotator reads beside the item
+    assert f'✗ connected: with the event masked, "{coronation.intermediates.masked_question}"' \
+        in shown and "-> checker:" in shown and shown.count("connected") == 1
+    others = [validated[item.id].validation for item in items.values()]
+    assert all(v.passed and len(v.connected) == 2 for v in others)
+    assert "connected:" in capsys.readouterr().out
+
+
+def test_prompts_paper_sends_the_requests_of_the_paper_recipe_byte_for_byte(
+    tmp_path: Path,
+) -> None:
+    """The requests `--prompts paper` sends on 12 synthetic events equal those recorded from
+    the code before the recipes were split (same prompts, sampling and seeds)."""
+    write_jsonl(tmp_path / "events.jsonl", make_events(12))
+    with ScriptedLLM(AlgorithmResponder()) as llm:
+        assert main(["--out", str(tmp_path), "--cutoff", "2023-04", "--stage", "generate",
+                     "-q", "--base-url", llm.base_url, "--model", "scripted",
+                     "--concurrency", "1", "--prompts", "paper"]) == 0
+        sent = sorted(json.dumps(body, sort_keys=True) for body in llm.requests)
+    assert sent == PAPER_REQUESTS.read_text(encoding="utf-8").splitlines()
+
+
+@pytest.mark.parametrize(("question", "refused"), [
+    ("What is the capital of Niger State?", None),
+    ("Where was Sandra Torres born?", None),
+    ("Which country borders Greece to the north?", "goes on after the bridge"),
+    ("Which is the oldest Grand Slam?", "between an article and the bridge"),
+    ("What is Minna, the capital of Niger State?", "names its own answer"),
+    ("What is the capital of Nigeria?", "does not name the bridge"),
+])
+def test_the_known_question_asks_one_property_and_ends_with_the_bridge(
+    question: str, refused: str | None
+) -> None:
+    check = property_check(["Niger State", "Sandra Torres", "Greece", "Grand Slam"], ["Minna"])
+    problem = check(question)
+    assert (problem is None) if refused is None else (refused in problem)
+
+
+def test_a_model_that_cannot_describe_the_bridge_gets_a_description_from_the_parse(
+    tmp_path: Path,
+) -> None:
+    """A small model's descriptions name the bridge in every try; the event sentence's parse
+    then gives one in the event's own words, its kind from the article's infobox ("the political
+    party that wins ..."). The refused
+    tries stay in the item's calls."""
+
+    class Unhelpful(ConnectedResponder):
+        def __call__(self, body: dict[str, Any]) -> Reply:
+            prompt = last_user_message(body)
+            if prompt.startswith("News of "):
+                bridge = re.search(r"identifies (.+?) only through", prompt)[1]
+                return Reply(text=f"The {bridge}")
+            return super().__call__(body)
+
+    with ScriptedLLM(Unhelpful()) as llm:
+        assert _build(tmp_path, llm, "events") == 0
+        assert _build(tmp_path, llm, "generate") == 0
+    items = read_jsonl(tmp_path / "candidates.jsonl", Candidate)
+    thai = next(i for i in items if i.intermediates.cur_ent.text == "Move Forward Party")
+    assert thai.intermediates.bridge_description == (
+        "the political party that wins the most seats in the Thai general election, in May 2023")
+    refused = [c for c in thai.intermediates.calls if c.function == "DescribeBridge"]
+    assert len(refused) == 3 and all("names the bridge" in c.rejected for c in refused)
+
+
+@pytest.mark.parametrize(("description", "masked"), [
+    ("the Danish cyclist who won the Tour de France for the second year in a row in July 2023",
+     "a certain Danish cyclist"),
+    ("the club in Hoylake, England, where an American won the Open in July 2023",
+     "a certain club in Hoylake"),
+    ("the mountain range struck by a magnitude 6.8 earthquake in September 2023",
+     "a certain mountain range"),
+    ("the Nigerian state in which a boat capsized in September 2023", "a certain Nigerian state"),
+    ("the city hosting talks a day after a ceasefire in September 2023", "a certain city"),
+])
+def test_the_masked_question_keeps_what_the_description_says_without_the_event(
+    description: str, masked: str
+) -> None:
+    assert masked_description(description) == masked
