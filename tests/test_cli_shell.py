@@ -274,7 +274,7 @@ def start_generate(out: Path, llm: ScriptedLLM, *, stdout: int | None = None,
     command = console_script("cuqa-build")
     argv = [command[0], *python_flags, *command[1:], "--out", str(out), "--cutoff", "2023-04",
             "--until", "2024-06", "--stage", "generate", "-q", "--base-url", llm.base_url,
-            "--model", "scripted", "--concurrency", "1"]
+            "--model", "scripted", "--concurrency", "1", "--prompts", "paper"]
     # Buffered output as a user's: with PYTHONUNBUFFERED the summary is written at once, never
     # at exit, where a Ctrl-C used to end in "Exception ignored ... KeyboardInterrupt".
     env = {**os.environ, "OPENAI_API_KEY": "sk-test-shell-0000"}
