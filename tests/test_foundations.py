@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import date
 from pathlib import Path
@@ -134,15 +133,6 @@ def test_snapshot_round_trip_and_errors(tmp_path: Path) -> None:
     assert [p.meta.title for p in pages] == [title]
     assert pages[0].meta.sha256 is not None
     assert "Broken.wiki: no sidecar" in str(errors[0])
-
-
-def test_a_resumed_run_keeps_its_recorded_seed(tmp_path: Path) -> None:
-    run = tmp_path / "run"
-    args = ["--cutoff", "2023-04", "--until", "2023-05", "--out", str(run), "--stage", "events",
-            "--source", str(tmp_path / "missing"), "--quiet"]
-    main([*args, "--seed", "7"])
-    main(args)
-    assert json.loads((run / "run.json").read_text())["seed"] == 7
 
 
 @pytest.mark.parametrize("flag", ["--limit", "--hard"])

@@ -296,6 +296,28 @@ def test_a_new_seed_on_a_run_is_refused_unless_reseeded(tmp_path: Path, capsys) 
     assert {c.seed for c in set_aside} == {1} and len(set_aside) == 3
 
 
+def test_the_seed_is_recorded_with_the_first_candidate(tmp_path: Path, capsys) -> None:
+    """Issue 20: the events stage recorded `"seed": 0` before any candidate existed, and
+    generate --seed 21 was then refused. The seed is generation's; a resume keeps it, and only
+    candidates of another seed refuse a new one."""
+    events = ["--out", str(tmp_path), "--cutoff", "2023-04", "--until", "2026-12-31",
+              "--stage", "events", "--source", str(tmp_path / "no-snapshot"), "-q"]
+    main(events)  # fails (no snapshot), as a stage that writes no candidate
+    assert "seed" not in json.loads((tmp_path / "run.json").read_text())
+    write_events(tmp_path, make_events(3))
+    with ScriptedLLM(AlgorithmResponder()) as llm:
+        assert generate(tmp_path, llm, "--seed", "21") == 0
+        assert json.loads((tmp_path / "run.json").read_text())["seed"] == 21
+        calls = llm.calls
+        main(events)
+        assert generate(tmp_path, llm) == 0  # resumed with the recorded seed: nothing to pay
+        assert llm.calls == calls
+        capsys.readouterr()
+        assert generate(tmp_path, llm, "--seed", "22") == 2
+        assert "was generated with --seed 21; --seed 22 would mix" in capsys.readouterr().err
+    assert {c.seed for c in candidates(tmp_path)} == {21} and len(candidates(tmp_path)) == 3
+
+
 def test_events_without_entities_or_outside_the_window_are_skipped(
     tmp_path: Path, capsys
 ) -> None:

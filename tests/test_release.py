@@ -14,6 +14,7 @@ from cuqa_builder.cli.build import main
 from cuqa_builder.dataset import DatasetError
 from cuqa_builder.jsonio import atomic_write_json, write_jsonl
 from cuqa_builder.records import CheckFailure, CuqaItem, Event, EventSource, Review, Validation
+from cuqa_builder.run import save_run_info
 from tests.validation_samples import aab, abc, hard
 
 NAME = "cuqa-test-2023-04"
@@ -52,6 +53,7 @@ def run(tmp_path: Path) -> Path:
         seconds_per_task=41.5,
     )
     atomic_write_json(out / "review-report.json", report.model_dump(mode="json"))
+    save_run_info(out, seed=0)  # as generation records it with its first candidate
     return out
 
 

@@ -12,6 +12,7 @@ from cuqa_builder.annotation.review import ReviewReport
 from cuqa_builder.cli.build import main
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
 from cuqa_builder.records import Candidate, CheckFailure, CuqaItem, Review, SubQuestion
+from cuqa_builder.run import GenerationInfo, save_run_info
 from cuqa_builder.validation.checks import (
     CHECK_NAMES,
     Limits,
@@ -27,6 +28,7 @@ from cuqa_builder.validation.checks import (
     short_answer,
     template_residue,
 )
+from cuqa_builder.validation.question_form import form_problem
 from tests.validation_samples import aab, abc, hard, river
 
 LIMITS = Limits()
@@ -456,3 +458,54 @@ def test_a_question_pointing_at_the_prompts_event_is_residue() -> None:
                      "Which country hosted the given event in 2023?"):
         failure = template_residue(aab(question=question), LIMITS)
         assert failure is not None and failure.check == "template_residue", question
+
+
+# --- issue 20: a second question glued on with a bare "and which" ------------------------------
+
+GLUED = ("Which political party won the largest number of seats in the Thai general election "
+         "and which Chinese political party was founded in 1948?")
+
+
+@pytest.mark.parametrize("question", [
+    GLUED,
+    GLUED.replace(" and which", ", and which"),
+    "Which party won the Thai general election or which party was founded in 1948?",
+    "When did the summit open in Kelvale and who signed the accord?",
+])
+def test_a_second_question_glued_on_by_a_wh_word_fails(question: str) -> None:
+    failure = one_question(aab(question=question), LIMITS)
+    assert failure is not None and "asks two questions joined by" in failure.reason, question
+    assert form_problem(question) is not None  # generation's step check refuses it too
+
+
+@pytest.mark.parametrize("question", [
+    "Which G7 member country signed the 2023 Kelvale accord on river shipping?",
+    "Which G7 member country signed an accord with the party which won the 2023 election?",
+    "Which solar car, built in Dunmere and which won a fair, won the 2023 Trans-Karoo Challenge?",
+    "What is the capital of the country which hosted the summit and which joined NATO in 2023?",
+    "Which party and which leader won the 2023 Thai general election?",
+])
+def test_one_question_with_a_relative_clause_or_two_wh_words_passes(question: str) -> None:
+    assert one_question(aab(question=question), LIMITS) is None, question
+    assert form_problem(question) is None
+
+
+def test_when_nothing_passes_the_summary_says_why_and_what_to_try(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    leaks = [aab(id=f"cq-leak{i}", question=f"Which solar car {verb} like the Aurelia 7 in 2023?")
+             for i, verb in enumerate(("raced", "won"))]
+    write_jsonl(tmp_path / "candidates.jsonl", [*leaks, aab(id="cq-short", question="Which car?")])
+    argv = ["--out", str(tmp_path), "--cutoff", "2023-04", "--stage", "validate", "-q",
+            "--check-model", "none"]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("validate: 0 of 3 candidates passed")
+    assert lines[1].startswith(
+        '  nothing passed, most commonly answer_in_question (2 of 3; the answer "Aurelia 7" ')
+    assert lines[1].endswith("): try a stronger --model, --known-source wiki, a larger --limit")
+    save_run_info(tmp_path, generation=GenerationInfo(
+        model="m", seed=0, sampling={}, prompts={}, known_source="wiki"))
+    assert main(argv) == 0
+    assert capsys.readouterr().out.splitlines()[1].endswith(
+        "): try a stronger --model, a larger --limit")  # its known passages were the articles

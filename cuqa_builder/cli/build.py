@@ -18,6 +18,7 @@ from cuqa_builder.run import (
     RunContext,
     RunInfo,
     WindowExtension,
+    has_candidates,
     load_run_info,
     save_run_info,
     set_aside_candidates,
@@ -198,8 +199,9 @@ def _probes(recorded: RunInfo, used: list[CutoffProbeResult]) -> list[CutoffProb
 def _start_run(
     args: argparse.Namespace, options: BuildOptions, record: bool = True
 ) -> RunContext:
-    """The window and options of this run; run.json records the cutoff, window and seed, and
-    a resumed run keeps the ones it started with (`record=False`: nothing is written)."""
+    """The window and options of this run; run.json records the cutoff and window (the seed is
+    generation's: it records it with its first candidate), and a resumed run keeps the ones it
+    started with (`record=False`: nothing is written)."""
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out} is a file; give a directory for the run")
     recorded = load_run_info(args.out)
@@ -210,7 +212,7 @@ def _start_run(
     for label in given:  # each subset's window must hold days, as the run's does
         Window.parse(label, window.until.isoformat())
     seed = args.seed if args.seed is not None else (recorded.seed or 0)
-    if recorded.seed is not None and seed != recorded.seed and record:
+    if recorded.seed is not None and seed != recorded.seed and record and has_candidates(args.out):
         _change_seed(args.out, recorded.seed, seed, options.reseed)
     generate = options.generate.model_copy(update={"seed": seed})
     release = options.release.model_copy(update={"cutoffs": tuple(given) or (window.label,)})
@@ -219,7 +221,7 @@ def _start_run(
         args.out.mkdir(parents=True, exist_ok=True)
         extensions = [*recorded.extensions, extension] if extension else None
         save_run_info(
-            args.out, cutoff=window.label, until=window.until.isoformat(), seed=seed,
+            args.out, cutoff=window.label, until=window.until.isoformat(),
             extensions=extensions,
             cutoff_probes=_probes(recorded, [probe for probe in given.values() if probe]),
         )

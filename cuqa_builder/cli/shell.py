@@ -19,12 +19,12 @@ import sys
 import traceback
 from collections.abc import Callable
 
+from cuqa_builder.cli.entry import say_interrupted
 from cuqa_builder.errors import CuqaError, Paused
 
 # Libraries that log every request or step at INFO, which would drown progress bars and summaries
 # (httpx and httpx2: the openai client's HTTP stack; bm25s: its indexing steps).
 _CHATTY_LOGGERS = ("httpx", "httpx2", "bm25s")
-INTERRUPTED = 130
 # A full garbage collection scans every live object, and a large run holds many (tens of
 # thousands of items in flight, spaCy's pipeline): at Python's default (a full one after 10 of
 # generation 1) they took a quarter of a batch run's CPU; a tenth as many cost no more memory.
@@ -54,10 +54,13 @@ def run_command(
     young, middle, _ = gc.get_threshold()
     gc.set_threshold(young, middle, _FULL_COLLECTION_AFTER)
     try:
-        return command(args) or 0
+        status = command(args) or 0
+        # The last write (a summary into a pipe is only buffered so far) happens here, where a
+        # Ctrl-C is answered, not at exit with a traceback.
+        sys.stdout.flush()
+        return status
     except KeyboardInterrupt:
-        print(f"\n{prog}: interrupted; run the same command to resume", file=sys.stderr)
-        return INTERRUPTED
+        return say_interrupted(prog)
     except Paused as pause:  # not an error: its message (several lines) says what to run
         print(f"{prog}: {pause}", file=sys.stderr)
         return pause.exit_code

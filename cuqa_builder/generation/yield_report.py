@@ -7,13 +7,15 @@ an item takes whether or not its calls were answered from the cache.
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from textwrap import shorten
 
 from cuqa_builder.records import Candidate, GenerationFailure, PromptCall
 
 NO_BRANCH = "none"  # an event that failed before its branch was drawn (no usable bridge)
+_REASON_CHARS = 120  # of the most common refusal, quoted
 
 
 def item_calls(item: Candidate) -> list[PromptCall]:
@@ -34,10 +36,20 @@ class BranchYield:
     failed_generation: int = 0
     calls: int = 0
     tokens: int = 0
+    refusals: Counter[str] = field(default_factory=Counter)  # "Step: why" -> outputs refused
 
     def add_calls(self, calls: Sequence[PromptCall]) -> None:
         self.calls += len(calls)
         self.tokens += sum(c.prompt_tokens + c.completion_tokens for c in calls)
+        self.refusals.update(f"{c.function}: {c.rejected}" for c in calls if c.rejected)
+
+    def add(self, other: BranchYield) -> None:
+        self.items += other.items
+        self.passed += other.passed
+        self.failed_generation += other.failed_generation
+        self.calls += other.calls
+        self.tokens += other.tokens
+        self.refusals += other.refusals
 
     def line(self, name: str) -> str:
         per_call = self.passed / self.calls if self.calls else 0.0
@@ -49,7 +61,7 @@ class BranchYield:
 
 
 def branch_yields(
-    candidates: Sequence[Candidate], failures: Sequence[GenerationFailure]
+    candidates: Iterable[Candidate], failures: Iterable[GenerationFailure]
 ) -> dict[str, BranchYield]:
     yields: defaultdict[str, BranchYield] = defaultdict(BranchYield)
     for item in candidates:
@@ -70,12 +82,28 @@ def yield_lines(
     yields = branch_yields(candidates, failures)
     if not yields:
         return []
+    return ["yield (generation calls, refused attempts included):",
+            *(entry.line(name) for name, entry in yields.items()), _total(yields).line("all")]
+
+
+def _total(yields: dict[str, BranchYield]) -> BranchYield:
     total = BranchYield()
     for entry in yields.values():
-        total.items += entry.items
-        total.passed += entry.passed
-        total.failed_generation += entry.failed_generation
-        total.calls += entry.calls
-        total.tokens += entry.tokens
-    return ["yield (generation calls, refused attempts included):",
-            *(entry.line(name) for name, entry in yields.items()), total.line("all")]
+        total.add(entry)
+    return total
+
+
+def stage_line(candidates: Iterable[Candidate], failures: Iterable[GenerationFailure]) -> str:
+    """The generate stage as a whole, from its records: what every command that worked on it
+    made and spent (a run of batch-file rounds ends with a command that made only the last)."""
+    yields = branch_yields(candidates, failures)
+    total = _total(yields)
+    made = ", ".join(f"{name} {entry.items}" for name, entry in yields.items() if entry.items)
+    refused = sum(total.refusals.values())
+    why = ""
+    if refused:
+        (reason, count), = total.refusals.most_common(1)
+        why = f", most commonly {shorten(reason, _REASON_CHARS, placeholder='…')} ({count})"
+    return (f"  the stage as a whole: {total.items} candidates ({made or 'none'}), "
+            f"{total.failed_generation} failed; {total.calls} calls, {total.tokens} tokens; "
+            f"{refused} outputs refused by their step check{why}")

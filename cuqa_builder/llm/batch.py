@@ -264,6 +264,16 @@ def describe_batches(stats: GatewayStats) -> str:
     return text
 
 
+def describe_files_read(cache_path: Path, model: str) -> str:
+    """The batch files of `model` whose answers the run's cache holds, over every command."""
+    cache = CallCache(cache_path)
+    try:
+        read = cache.open_batches("files", model, state="closed")
+    finally:
+        cache.close()
+    return f"{len(read)} batch files read ({sum(s.requests for s in read)} requests)"
+
+
 class Rounds:
     """Collects the calls waiting for an answer and settles them a round at a time."""
 

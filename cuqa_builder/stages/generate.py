@@ -38,7 +38,7 @@ from cuqa_builder.generation.estimate import plan_easy, plan_hard
 from cuqa_builder.generation.hard import choose_pairs, merge_pair
 from cuqa_builder.generation.recipes import RECIPES
 from cuqa_builder.generation.structural import Token
-from cuqa_builder.generation.yield_report import item_calls
+from cuqa_builder.generation.yield_report import item_calls, stage_line
 from cuqa_builder.grounding.article_text import article_text
 from cuqa_builder.grounding.articles import ArticleStore, open_article_store
 from cuqa_builder.grounding.keys import entity_key
@@ -50,7 +50,7 @@ from cuqa_builder.jsonio import (
     read_jsonl,
     write_jsonl,
 )
-from cuqa_builder.llm.batch import describe_batches
+from cuqa_builder.llm.batch import describe_batches, describe_files_read
 from cuqa_builder.llm.estimate import CallPlan, calibration, compare
 from cuqa_builder.llm.gateway import open_gateway
 from cuqa_builder.llm.settings import LLMSettings, resolve_settings
@@ -261,11 +261,14 @@ class _Writer:
 
     def __init__(self, ctx: RunContext, tally: Tally) -> None:
         self.tally = tally
+        self.out = ctx.out
         self.candidates = JsonlAppender(ctx.path(CANDIDATES))
         atomic_write_text(ctx.path(GENERATION_FAILURES), "")  # the failures of this run only
         self.failures = JsonlAppender(ctx.path(GENERATION_FAILURES))
 
     def done(self, item: Candidate) -> None:
+        if not self.tally.written:  # the seed is the candidates': recorded with the first one
+            save_run_info(self.out, seed=item.seed)
         self.candidates.append(item)
         self.tally.count(item)
 
@@ -527,6 +530,12 @@ def _summary(
     return "\n".join(lines)
 
 
+def _whole_stage(ctx: RunContext, model: str) -> str:
+    records = stage_line(iter_jsonl(ctx.path(CANDIDATES), Candidate),
+                         iter_jsonl(ctx.path(GENERATION_FAILURES), GenerationFailure))
+    return f"{records}; {describe_files_read(ctx.path(LLM_CACHE), model)}"
+
+
 def _short(reason: str, limit: int = 160) -> str:
     reason = " ".join(reason.split())
     return reason if len(reason) <= limit else reason[: limit - 1] + "…"
@@ -537,6 +546,8 @@ def run(ctx: RunContext) -> str:
     tally = Tally()
     model, stats, plan = asyncio.run(_run(ctx, tally))
     summary = _summary(ctx, tally, model, stats, time.perf_counter() - started, plan)
+    if ctx.options.llm.batch_files is not None:  # this command made only the last round's part
+        summary += "\n" + _whole_stage(ctx, model)
     if tally.reasons and not tally.written and not tally.already_done:
         # every item it tried failed and none was made before: say why, exit 1
         raise NothingProducedError(

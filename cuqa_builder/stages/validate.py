@@ -15,6 +15,7 @@ import asyncio
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
+from textwrap import shorten
 from typing import TYPE_CHECKING
 
 from cuqa_builder.annotation.review import ReviewReport
@@ -347,18 +348,36 @@ def _mark_stale(ctx: RunContext, candidates: list[Candidate], report: CheckRepor
             report.failed[STALE] += 1
 
 
+_EXAMPLE_CHARS = 100  # of a failure reason quoted when nothing passed
+
+
+def _nothing_passed(report: CheckReport, shown: Sequence[str], known_source: str | None) -> str:
+    """Why no candidate passed, by the check most of them failed (of equal ones, the first in
+    the summary's tables, `shown`), and what to try."""
+    order = {name: i for i, name in enumerate(shown)}
+    check = min(report.failed, key=lambda name: (-report.failed[name], order.get(name, len(order))))
+    count = report.failed[check]
+    example = next(f.reason for v in report.validations for f in v.failures if f.check == check)
+    tries = ["a stronger --model",
+             *(["--known-source wiki"] if known_source != "wiki" else []),
+             "a larger --limit"]
+    return (f"  nothing passed, most commonly {check} ({count} of {len(report.validations)}; "
+            f"{shorten(example, _EXAMPLE_CHARS, placeholder='…')}): try {', '.join(tries)}")
+
+
 def _summary(
     report: CheckReport, passed: int, dataset: str, extra: list[tuple[str, Sequence[str]]],
-    yield_lines: list[str],
+    yield_lines: list[str], known_source: str | None,
 ) -> str:
     total = len(report.validations)
     names = (*CHECK_NAMES, STALE) if report.applied[STALE] else CHECK_NAMES
-    lines = [
-        f"validate: {passed} of {total} candidates passed, {total - passed} failed {dataset}",
-        *_count_table(report, names),
-    ]
-    for headline, names in extra:
-        lines += [headline, *(_count_table(report, names) if names else [])]
+    lines = [f"validate: {passed} of {total} candidates passed, {total - passed} failed {dataset}"]
+    if total and not passed:
+        shown = [*names, *(name for _, more in extra for name in more)]
+        lines.append(_nothing_passed(report, shown, known_source))
+    lines += _count_table(report, names)
+    for headline, more in extra:
+        lines += [headline, *(_count_table(report, more) if more else [])]
     if errors := report.failed[PROBE_ERROR]:
         lines.append(f"  {errors} candidates could not be probed: run validate again")
     if errors := report.failed[CONNECTED_ERROR]:
@@ -426,7 +445,9 @@ def run(ctx: RunContext) -> str:
     write_jsonl(path, validated)
     save_run_info(ctx.out, validation=settings)  # what the release's card reports
     failures = read_jsonl(ctx.path(GENERATION_FAILURES), GenerationFailure)
-    return _summary(report, len(passed), dataset, extra, yield_lines(validated, failures))
+    generation = load_run_info(ctx.out).generation
+    return _summary(report, len(passed), dataset, extra, yield_lines(validated, failures),
+                    generation.known_source if generation else None)
 
 
 def _write_dataset(

@@ -76,7 +76,11 @@ def algorithm_answer(prompt: str) -> str:
         if bridged := _PARTNER_OF.match(second):  # ABC: the unknown question stands in for it
             who = first.removeprefix("Which party is behind ").rstrip("?")
             return f'Merged question: "Which partner of the one behind {who} is {bridged[2]}"'
-        return f'Merged question: "{first.rstrip("?")} and {second[0].lower()}{second[1:]}"'
+        # AAB: one subject, both predicates ("Which party is behind ... and is described by
+        # ...?"); a second "which" would glue on a second question.
+        predicate = (second.split(" ", 2)[2] if second.startswith("Which ")
+                     else second[0].lower() + second[1:])
+        return f'Merged question: "{first.rstrip("?")} and {predicate}"'
     return "I do not understand."
 
 

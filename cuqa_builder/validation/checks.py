@@ -24,7 +24,7 @@ from cuqa_builder.validation.near_duplicates import (
     find_near_duplicates,
     wording_similarity,
 )
-from cuqa_builder.validation.question_form import RESIDUE, SECOND_QUESTION
+from cuqa_builder.validation.question_form import RESIDUE, second_question
 from cuqa_builder.window import WindowError, parse_cutoff
 
 # A "?" that ends a sentence: closing quotes/brackets may follow, then the end or a new sentence
@@ -108,10 +108,10 @@ def one_question(candidate: Candidate, limits: Limits) -> CheckFailure | None:
         return CheckFailure(
             check="one_question", reason=f"asks {ends} questions in one: {_quote(question)}"
         )
-    if found := SECOND_QUESTION.search(question):
+    if joined := second_question(question):
         return CheckFailure(
             check="one_question",
-            reason=f"asks two questions joined by {_quote(found.group(0))}: {_quote(question)}",
+            reason=f"asks two questions joined by {_quote(joined)}: {_quote(question)}",
         )
     return None
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from cuqa_builder.ner import interrogative_clauses
+
 # Labels, instructions and placeholders of the generation prompts (Tables 5-9) that a model may
 # echo into its output, and chat preambles that are not part of a question. One leading \b for
 # all the phrases keeps the search fast (it is tried at word starts only).
@@ -25,20 +27,35 @@ RESIDUE = re.compile(
     re.IGNORECASE,
 )
 # A second interrogative clause glued on with "and" ("..., and who is the queen consort?"): two
-# questions in one. A bare "and which" is left alone (often a relative clause); after a comma
-# it starts a second question.
+# questions in one, whatever follows.
 SECOND_QUESTION = re.compile(
     r"\band\s+(?:what|who|whom|where|when|how|why)\s+(?:is|was|are|were|did|does|do|will|would"
     r"|can|could|has|have|had)\b"
     r"|,\s*and\s+(?:which|what|who)\b",
     re.IGNORECASE,
 )
+# A wh-word after "and", "or" or a comma that may start a second question or a relative clause
+# ("... and which party was founded" vs "the party which won ... and which was founded"): only
+# the parse tells, and only these questions pay for one.
+MAYBE_SECOND_QUESTION = re.compile(
+    r"(?:\b(?:and|or)|,)\s+(?:which|what|who|whom|whose|where|when|how|why)\b", re.IGNORECASE
+)
+
+
+def second_question(question: str) -> str | None:
+    """The words that join a second question to the first, or None when it asks one."""
+    if found := SECOND_QUESTION.search(question):
+        return found.group(0)
+    found = MAYBE_SECOND_QUESTION.search(question)
+    if found is not None and interrogative_clauses(question) > 1:
+        return found.group(0)
+    return None
 
 
 def form_problem(question: str) -> str | None:
     """Why a question reads wrong (prompt residue, two questions in one), or None."""
     if found := RESIDUE.search(question):
         return f"prompt text or a placeholder left in the question: {found.group(0)!r}"
-    if found := SECOND_QUESTION.search(question):
-        return f"two questions joined by {found.group(0)!r}"
+    if joined := second_question(question):
+        return f"two questions joined by {joined!r}"
     return None
