@@ -354,7 +354,7 @@ def test_abc_without_a_known_entity_falls_back_to_aab(tmp_path: Path, capsys) ->
     assert item.intermediates is not None and item.intermediates.k_ent is None
     assert "Quiet Harbour" in (item.intermediates.fallback or "")
     assert item.intermediates.calls[2].function == "KnownQuestionGen"
-    assert "1 ABC draws fell back to AAB" in capsys.readouterr().out
+    assert "1 took the other branch" in capsys.readouterr().out
 
 
 def _unknown_question_of(event: Event) -> str:
