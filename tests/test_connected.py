@@ -21,8 +21,10 @@ from cuqa_builder.generation.connected import (
     masked_description,
     property_check,
 )
+from cuqa_builder.generation.structural import describe_from_parse
 from cuqa_builder.grounding.article_text import article_text
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
+from cuqa_builder.ner import parse_tokens
 from cuqa_builder.records import Candidate, Entity, Evidence
 from cuqa_builder.run import load_run_info
 from cuqa_builder.snapshot import articles_dir, iter_snapshot
@@ -269,3 +271,26 @@ def test_a_small_generator_takes_the_known_hop_from_the_infobox() -> None:
     assert (k_ent.wiki_title, question) == ("Rabat", "What is the capital of Morocco?")
     generator.structure_first = False
     assert generator._infobox_hop(_bridge(bridge, known), 0.0) is None
+
+
+@pytest.mark.parametrize(("text", "bridge", "kind", "described"), [
+    ("A business jet crashes in Tver Oblast, Russia, killing all ten people aboard.",
+     "Tver Oblast", "place", "the place where a business jet crashes, killing all ten people "
+     "aboard, in August 2023"),
+    ("Wildfires on Maui, Hawaii, destroy most of the town of Lahaina.", "Maui", "island",
+     "the island where wildfires destroy most of the town of Lahaina, in August 2023"),
+    ("The opposition Move Forward Party wins the most seats in the Thai general election.",
+     "Move Forward Party", "political party", "the political party that wins the most seats "
+     "in the Thai general election, in August 2023"),
+    ("Nippon Steel agrees to buy U.S. Steel for $14.1 billion.", "U.S. Steel", "company",
+     "the company that Nippon Steel agrees to buy for $14.1 billion, in August 2023"),
+    ("ISRO's lander touches down near the Moon's south pole, making India the first country to "
+     "land there.", "India", "country", None),  # a small clause: no verb's subject or object
+])
+def test_a_description_from_the_parse_keeps_the_event_s_words(
+    text: str, bridge: str, kind: str, described: str | None
+) -> None:
+    start = text.index(bridge)
+    tokens = parse_tokens(text, "en_core_web_sm")
+    assert describe_from_parse(tokens, start, start + len(bridge), kind, "August 2023") == (
+        described)

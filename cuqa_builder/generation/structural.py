@@ -94,6 +94,8 @@ def describe_from_parse(tokens: list[Token], start: int, end: int, kind: str,
     changed: dict[int, str] = {}
     if root.dep == "pobj" and head.dep == "prep" and head.text.lower() in _PLACE_PREPOSITIONS:
         cut, opener = _subtree(tokens, head.index), "where"
+    elif not head.tag.startswith("VB"):
+        return None  # the subject or object of no verb ("making India the first country")
     elif root.dep in _SUBJECT:
         cut, opener = _subtree(tokens, root.index), "that"
         changed[head.index] = _third_person(head)
