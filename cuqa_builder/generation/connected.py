@@ -384,7 +384,11 @@ class ConnectedGenerator(Generator):
         if k_ent is not None:
             return await self._abc(event, bridge, k_ent, description, passage, draws, spent,
                                    fallback=fallback)
-        if draws.aab or self.structure_first:
+        if self.structure_first:
+            raise GenerationError(PROPERTY_QUESTION.function, f"no relation of the infobox of "
+                                  f"{bridge.entity.text!r} has a question template (a small "
+                                  "model writes no known question of its own)")
+        if draws.aab:
             raise GenerationError(CATEGORY.function, f"{no_category}, and {no_k_ent}")
         category = await self._category(bridge, passage, draws, spent)
         if category is None:
