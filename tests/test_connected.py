@@ -294,3 +294,18 @@ def test_a_description_from_the_parse_keeps_the_event_s_words(
     tokens = parse_tokens(text, "en_core_web_sm")
     assert describe_from_parse(tokens, start, start + len(bridge), kind, "August 2023") == (
         described)
+
+
+def test_a_resumed_run_keeps_its_recipe_and_another_is_refused(tmp_path: Path) -> None:
+    """Like the seed, the recipe is the run's: a re-run without --prompts goes on with the one
+    recorded, and another one would mix two recipes' candidates."""
+    write_jsonl(tmp_path / "events.jsonl", make_events(3))
+    with ScriptedLLM(AlgorithmResponder()) as llm:
+        argv = ["--out", str(tmp_path), "--cutoff", "2023-04", "--stage", "generate", "-q",
+                "--base-url", llm.base_url, "--model", "scripted"]
+        assert main([*argv, "--prompts", "paper"]) == 0
+        paid = llm.calls
+        assert main(argv) == 0 and llm.calls == paid  # the paper recipe, all done: no call
+        assert main([*argv, "--prompts", "connected"]) == 2
+    info = load_run_info(tmp_path).generation
+    assert info is not None and info.recipe == "paper"

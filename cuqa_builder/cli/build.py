@@ -103,7 +103,9 @@ def _options(parser: argparse.ArgumentParser, args: argparse.Namespace, seed: in
     return BuildOptions(
         source=options_from(parser, SourceOptions, args),
         llm=options_from(parser, LLMOptions, args),
-        generate=options_from(parser, GenerateOptions, args, seed=seed),
+        # the recipe as given, for now: a run resolves it against run.json as the seed
+        generate=options_from(parser, GenerateOptions, args, seed=seed,
+                              prompts=args.prompts or "connected"),
         checks=options_from(
             parser, ValidateOptions, args, limits=options_from(parser, Limits, args)
         ),
@@ -214,7 +216,8 @@ def _start_run(
     seed = args.seed if args.seed is not None else (recorded.seed or 0)
     if recorded.seed is not None and seed != recorded.seed and record and has_candidates(args.out):
         _change_seed(args.out, recorded.seed, seed, options.reseed)
-    generate = options.generate.model_copy(update={"seed": seed})
+    generate = options.generate.model_copy(update={
+        "seed": seed, **_recipe(args, recorded, record and has_candidates(args.out))})
     release = options.release.model_copy(update={"cutoffs": tuple(given) or (window.label,)})
     options = options.model_copy(update={"generate": generate, "release": release})
     if record:
@@ -226,6 +229,22 @@ def _start_run(
             cutoff_probes=_probes(recorded, [probe for probe in given.values() if probe]),
         )
     return RunContext(out=args.out, window=window, options=options)
+
+
+def _recipe(args: argparse.Namespace, recorded: RunInfo, made: bool) -> dict[str, str]:
+    """The recipe and known source of a run: as given, else as recorded (a resumed run goes on
+    as it started). Another recipe than the one that made the candidates is refused."""
+    generation = recorded.generation
+    recipe = args.prompts or (generation.recipe if generation else "connected")
+    if made and generation and recipe != generation.recipe:
+        raise UsageError(
+            f"{args.out} was generated with --prompts {generation.recipe}; --prompts {recipe} "
+            "would mix two recipes' candidates: use another --out"
+        )
+    chosen = {"prompts": recipe}
+    if args.known_source is None and generation and generation.recipe == recipe:
+        chosen["known_source"] = generation.known_source
+    return chosen
 
 
 def _change_seed(out: Path, old: int, new: int, reseed: bool) -> None:

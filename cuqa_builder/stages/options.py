@@ -75,7 +75,9 @@ class GenerateOptions(StageOptions):
     prompts: Literal["connected", "paper"] = Field(
         "connected", description="the recipe: `connected` composes items that need the event "
         "(the bridge described only through it, a known hop asking one property of the bridge "
-        "or a category holding it); `paper` is Algorithm 1 with Tables 5-9 word for word",
+        "or a category holding it); `paper` is Algorithm 1 with Tables 5-9 word for word "
+        "(default: the run's recorded recipe, else connected)",
+        json_schema_extra={"flag": {"default": None}},  # None on the command line: not given
     )
     known_source: Literal["model", "wiki"] | None = Field(
         None, description="the known passage: the generator's own knowledge or the lead of the "
