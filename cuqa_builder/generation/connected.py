@@ -301,7 +301,7 @@ class ConnectedGenerator(Generator):
         return True
 
     async def _step(
-        self, step: Step, values: dict[str, str], draws: Draws, spent: list,
+        self, step: Step, values: dict[str, str], draws: Draws, spent: list[PromptCall],
         check: StepCheck | None = None,
     ) -> str:
         result: StepResult = await self.call(step, values, draws.api_seed, check)
@@ -342,7 +342,7 @@ class ConnectedGenerator(Generator):
                                    f"{event.date:%B %Y}")
 
     async def _known_passage(self, event: Event, bridge: _Bridge, draws: Draws,
-                             spent: list) -> str:
+                             spent: list[PromptCall]) -> str:
         if self.known_source == "wiki":
             return self.known_articles[bridge.key].passage
         return await self._step(KNOWN_PASSAGE, {
@@ -361,7 +361,7 @@ class ConnectedGenerator(Generator):
         return pool[int(fraction * len(pool))] if pool else None
 
     async def _compose(self, event: Event, bridge: _Bridge, draws: Draws,
-                       spent: list) -> Candidate:
+                       spent: list[PromptCall]) -> Candidate:
         """The drawn branch, else the other one: ABC needs a named thing in the passage, AAB a
         category holding the bridge."""
         description = await self._description(event, bridge, draws, spent)
@@ -415,7 +415,7 @@ class ConnectedGenerator(Generator):
         return k_ent, questions[name].format(bridge=bridge.entity.text)
 
     async def _abc(self, event: Event, bridge: _Bridge, k_ent: Entity, description: str,
-                   passage: str, draws: Draws, spent: list, fallback: str | None,
+                   passage: str, draws: Draws, spent: list[PromptCall], fallback: str | None,
                    known: str | None = None) -> Candidate:
         """`known`: a templated known question (no call), else the model writes one."""
         answer, aliases = _answer_names(k_ent)
@@ -439,7 +439,7 @@ class ConnectedGenerator(Generator):
         return item
 
     async def _category(self, bridge: _Bridge, passage: str, draws: Draws,
-                        spent: list) -> str | None:
+                        spent: list[PromptCall]) -> str | None:
         """A category with several members holding the bridge; None when the model says there
         is none (an answer, not a refusal to ask again)."""
         category = await self._step(CATEGORY, {
@@ -449,7 +449,7 @@ class ConnectedGenerator(Generator):
         return None if _NONE.match(category) else _strip_the(category)
 
     def _aab(self, event: Event, bridge: _Bridge, description: str, passage: str,
-             category: str, spent: list, fallback: str | None = None) -> Candidate:
+             category: str, spent: list[PromptCall], fallback: str | None = None) -> Candidate:
         answer, aliases = _answer_names(bridge.entity)
         steps = self._intermediates(
             "AAB", event, bridge, description, passage, f"What are the {category}?", answer,
@@ -465,7 +465,7 @@ class ConnectedGenerator(Generator):
 
     def _intermediates(
         self, branch: str, event: Event, bridge: _Bridge, description: str, passage: str,
-        known: str, answer: str, merged: str, masked: str, spent: list, *,
+        known: str, answer: str, merged: str, masked: str, spent: list[PromptCall], *,
         k_ent: Entity | None = None, category: str | None = None, fallback: str | None = None,
     ) -> Intermediates:
         article = self.known_articles.get(bridge.key)
