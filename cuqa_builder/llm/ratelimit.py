@@ -149,7 +149,9 @@ class RateLimiter:
             remaining = _header_int(headers, f"x-ratelimit-remaining-{kind}")
             if remaining is None:
                 continue
-            needed = (others + 1) * (1 if kind == "requests" else self._last_reserved)
+            # One call more than those in flight: headers arrive late on a busy machine, and
+            # a call answered meanwhile has drawn on what they say is left.
+            needed = (others + 2) * (1 if kind == "requests" else self._last_reserved)
             if refused or remaining <= needed:
                 reset = parse_reset(headers.get(f"x-ratelimit-reset-{kind}"))
                 if reset is not None:
