@@ -90,12 +90,6 @@ def usable(entities: list[Entity], set_aside: Counter[str] | None = None) -> lis
     return kept
 
 
-def a_kind(entity: Entity) -> str:
-    """`kind_of` with its article: "a place", "an organisation"."""
-    kind = kind_of(entity)
-    return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
-
-
 def kind_of(entity: Entity) -> str:
     """A plain word for what the entity is, to mask it ("a certain place")."""
     if entity.label in _PERSON_LABELS:
