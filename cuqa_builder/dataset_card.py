@@ -14,8 +14,8 @@ import jinja2
 from pydantic import BaseModel, Field
 
 from cuqa_builder import __version__
-from cuqa_builder.annotation.review import ReviewReport
 from cuqa_builder.refresh import ChangeCounts
+from cuqa_builder.review_report import ReviewReport
 from cuqa_builder.run import DATASET, MANIFEST, ValidationInfo
 from cuqa_builder.wiki.wikitext import revision_url
 

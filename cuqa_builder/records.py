@@ -288,24 +288,52 @@ class CriticVerdict(Record):
     note: str = ""
 
 
-class ConnectedVerdict(Record):
-    """What a checker model answered closed-book: the question with the event masked
-    (`connected`), or the question as a model of the cutoff would (`unknown_before_cutoff`)."""
+CheckerCheck = Literal["connected", "unknown_before_cutoff", "answered_with_event", "one_answer"]
+CheckerKnowledge = Literal["told", "cutoff"]
 
-    check: Literal["connected", "unknown_before_cutoff"] = "connected"
+
+class CheckerVerdict(Record):
+    """One of the checks a checker model answers about an item (`verification/`).
+
+    Without the event, the checker makes its best guesses: at the question with the event masked
+    (`connected`) and at the whole question (`unknown_before_cutoff`); an item whose answer is
+    among the guesses counted is guessable. With the event's text (open book), it answers the
+    question (`answered_with_event`: it must give the item's answer) and says what else fits
+    (`one_answer`: nothing else may)."""
+
+    check: CheckerCheck = "connected"
     question: str = Field(description="what the checker was asked")
     reply: str
     model: str
-    passed: bool = Field(description="the reply does not give the item's answer")
+    passed: bool = Field(description="the check holds for the item")
     item: str | None = Field(default=None, description="for hard items: the easy item asked")
+    guesses: list[str] = Field(
+        default_factory=list, description="the checker's guesses, most likely first"
+    )
+    counted: int | None = Field(
+        default=None, description="how many of the guesses counted (`--guesses`)"
+    )
+    knowledge: CheckerKnowledge | None = Field(
+        default=None, description="the guessing checker: `cutoff`, a model whose knowledge ends "
+        "at the cutoff (--probe-model); `told`, a model told to know nothing after it",
+    )
+    answer: str | None = Field(default=None, description="open book: the checker's answer")
+    others: list[str] = Field(
+        default_factory=list, description="open book: what else the checker said fits, or "
+        "other right answers",
+    )
+    matched: str | None = Field(
+        default=None, description="the guess or answer that named the item's answer, and how "
+        "(`alias`, `judge`)",
+    )
 
 
 class Validation(Record):
     passed: bool
     failures: list[CheckFailure] = Field(default_factory=list)
-    connected: list[ConnectedVerdict] = Field(
-        default_factory=list, description="the `connected` check: the masked question(s) and "
-        "the checker's closed-book replies",
+    connected: list[CheckerVerdict] = Field(
+        default_factory=list, description="the checker's verdicts (`CheckerVerdict`): guesses "
+        "without the event, masked and whole, and the open-book answer with it",
     )
     probes: dict[str, Any] = Field(default_factory=dict)
     critic: dict[str, CriticVerdict] = Field(

@@ -96,9 +96,10 @@ class ValidationInfo(BaseModel):
     probe_model: str | None = None
     judge: str | None = None
     critic_model: str | None = None
-    check_model: str | None = Field(None, description="the `connected` check's model")
+    check_model: str | None = Field(None, description="the checker's model")
+    guesses: int | None = Field(None, description="how many of the checker's guesses counted")
     prompts: dict[str, str] | None = Field(
-        None, description="probe/critic/connected template -> sha256"
+        None, description="probe/critic/checker template -> sha256"
     )
 
 

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from cuqa_builder.generation.bridges import (
     COMMON_NOUN,
     DEMONYM,
+    DESCRIBED,
     NUMBER_OR_DATE,
+    NUMBER_PHRASE,
     OFFICE,
-    canonical_name,
+    RENAMED,
     set_aside_reason,
-    substitute,
-    surface_name,
+    usable,
 )
 from cuqa_builder.records import Entity
+from cuqa_builder.verification.names import canonical_name, substitute, surface_name
 
 
 @pytest.mark.parametrize(("entity", "reason"), [
@@ -28,6 +32,18 @@ from cuqa_builder.records import Entity
     (Entity(text="Queen Camilla", label="PERSON", wiki_title="Camilla, Queen Consort"), None),
     (Entity(text="Bank of England", label="ORG", wiki_title="Bank of England"), None),
     (Entity(text="Chandrayaan-3", label="LINK", wiki_title="Chandrayaan-3"), None),
+    # shapes of real portal pages: a count of things, an ordinal unit, describing link texts
+    (Entity(text="3,500 rockets", label="LINK", wiki_title="Rocket attacks"), NUMBER_PHRASE),
+    (Entity(text="933rd Nahal Brigade", label="ORG", wiki_title="Nahal Brigade"), None),
+    (Entity(text="Ecuadorian presidential candidate", label="LINK",
+            wiki_title="Fernando Villavicencio"), None),  # named by its title
+    (Entity(text="Maui blazes", label="LINK", wiki_title="2023 Hawaii wildfires"), DESCRIBED),
+    (Entity(text="Thai general election", label="LINK", wiki_title="2023 Thai general election"),
+     None),  # the event's own name, as its title writes it
+    (Entity(text="Lebanese government", label="LINK", wiki_title="Government of Lebanon"),
+     OFFICE),
+    (Entity(text="Alternative for Germany", label="ORG", wiki_title="Alternative for Germany"),
+     None),
 ])
 def test_set_aside_reasons(entity: Entity, reason: str | None) -> None:
     assert set_aside_reason(entity) == reason
@@ -55,3 +71,23 @@ def test_the_merge_replaces_the_bridge_and_nothing_else() -> None:
         "The country that hosted the first AI Safety Summit in November 2023 borders which "
         "country?")
     assert substitute("What is the capital of France?", names, description) is None
+
+
+def test_a_describing_link_text_is_named_by_its_article_title() -> None:
+    """"[[Fernando Villavicencio|Ecuadorian presidential candidate]]" is a bridge by its title;
+    the same person found by NER without a title is the same bridge, kept once."""
+    entities = [
+        Entity(text="Ecuadorian", label="NORP"),
+        Entity(text="Ecuadorian presidential candidate", label="LINK",
+               wiki_title="Fernando Villavicencio"),
+        Entity(text="Fernando Villavicencio", label="PERSON"),
+        Entity(text="U.S. state", label="LINK", wiki_title="Michigan"),
+        Entity(text="Pakistani soldiers", label="LINK", wiki_title="Pakistan Army"),
+        Entity(text="3,500 rockets", label="LINK", wiki_title="Rocket attacks"),
+    ]
+    counted: Counter[str] = Counter()
+    kept = usable(entities, counted)
+    assert [(e.text, e.wiki_title) for e in kept] == [
+        ("Fernando Villavicencio", "Fernando Villavicencio"), ("Michigan", "Michigan"),
+        ("Pakistan Army", "Pakistan Army")]
+    assert counted == {RENAMED: 3, DEMONYM: 1, NUMBER_PHRASE: 1}

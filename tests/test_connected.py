@@ -14,34 +14,39 @@ import pytest
 from cuqa_builder.annotation.tasks import evidence
 from cuqa_builder.cli.build import main
 from cuqa_builder.generation.algorithm import KnownArticle
-from cuqa_builder.generation.bridges import canonical_name
 from cuqa_builder.generation.connected import (
     ConnectedGenerator,
     _bridge,
-    masked_description,
+    about_the_event,
     property_check,
 )
 from cuqa_builder.generation.structural import describe_from_parse
 from cuqa_builder.grounding.article_text import article_text
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
 from cuqa_builder.ner import parse_tokens
-from cuqa_builder.records import Candidate, Entity, Evidence
+from cuqa_builder.records import Candidate, Entity, Event, Evidence
 from cuqa_builder.run import load_run_info
 from cuqa_builder.snapshot import articles_dir, iter_snapshot
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events
 from cuqa_builder.testing.openai_server import Reply, ScriptedLLM, last_user_message
+from cuqa_builder.verification.masking import masked_description
+from cuqa_builder.verification.names import canonical_name
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "examples" / "wiki-sample"
 PAPER_REQUESTS = ROOT / "tests" / "fixtures" / "paper_recipe_requests.jsonl"
 
 
+NOT_IT = "1. Atlantis\n2. El Dorado\n3. Avalon\n4. Lemuria\n5. Shangri-La"
+
+
 class ConnectedResponder:
     """Answers the connected recipe's prompts as a chat model would (labels, quotes, a full
-    stop), and the `connected` check with "unknown" unless a masked question is scripted."""
+    stop), and the checker: guesses that miss unless a question is scripted as a shortcut, and
+    the item's answer with the event."""
 
     def __init__(self, shortcuts: dict[str, str] | None = None) -> None:
-        # masked question fragment -> the checker's reply; "ANSWER" stands for the item's answer
+        # question fragment -> the checker's guesses; "ANSWER" stands for the item's answer
         self.shortcuts = dict(shortcuts or {})
         self.masked: list[str] = []
         self.guessed: list[str] = []
@@ -55,26 +60,28 @@ class ConnectedResponder:
 
     def __call__(self, body: dict[str, Any]) -> Reply:
         prompt = last_user_message(body)
+        question = prompt.rsplit("Question: ", 1)[-1].split("\n", 1)[0]
+        if "Background, as written before" in prompt:
+            return Reply(text=f"Answer: {self._answer(question)}\nOther things the description "
+                         "fits: none\nOther right answers: none")
         if prompt.startswith("News of "):
             date = re.match(r"News of ([^:]+):", prompt)[1]
             item = hashlib.sha256(prompt.encode()).hexdigest()[:6]
             self.bridge_of[item] = re.search(r"identifies (.+?) only through", prompt)[1]
             return Reply(text=f'Noun phrase: "The one at the centre of news item {item} of '
                          f'{date}."')
-        if "asks for a single property of it" in prompt:
-            bridge = re.search(r'names "([^"]+)" exactly as written', prompt)[1]
-            self.answer_of[bridge] = re.search(r'one and only answer is "([^"]+)"', prompt)[1]
-            return Reply(text=f"Question: Which place is tied to {bridge}?")
+        if "Choose the one of these named things" in prompt:
+            bridge = re.search(r'single property of "([^"]+)"', prompt)[1]
+            listed = prompt.split("Named things in the passage:\n", 1)[1].split("\n", 1)[0]
+            self.answer_of[bridge] = listed.removeprefix("- ")
+            return Reply(text=f"Answer: {self.answer_of[bridge]}.\n"
+                         f"Question: Which place is tied to {bridge}?")
         if prompt.startswith("Passage (as written before") and "category" in prompt:
             return Reply(text="member states of the Commonwealth")
-        if prompt.startswith("Someone knows everything that was known up to"):
-            self.guessed.append(prompt.split("Question: ", 1)[1].split("\n", 1)[0])
-            return Reply(text="unknown")
-        if "If the question does not give enough information" in prompt:
-            question = prompt.split("Question: ", 1)[1].split("\n", 1)[0]
-            self.masked.append(question)
+        if prompt.startswith("Imagine you know everything"):
+            (self.masked if " a certain " in question else self.guessed).append(question)
             reply = next((r for part, r in self.shortcuts.items() if part in question), None)
-            return Reply(text=(reply or "unknown").replace("ANSWER", self._answer(question)))
+            return Reply(text=(reply or NOT_IT).replace("ANSWER", self._answer(question)))
         return Reply(text="I do not understand.")
 
 
@@ -106,8 +113,8 @@ def test_connected_items_are_the_known_question_with_the_bridge_described(
     llm.__exit__(None, None, None)
     summary = capsys.readouterr().out
     items = read_jsonl(tmp_path / "candidates.jsonl", Candidate)
-    # a description, a known question or category, and the two checks each
-    assert len(items) == 4 and calls == 4 * 4
+    # a description, a known question or category, and the checker's three calls each
+    assert len(items) == 4 and calls == 4 * 5
     info = load_run_info(tmp_path).generation
     assert info is not None and (info.recipe, info.known_source) == ("connected", "wiki")
     for item in items:
@@ -118,6 +125,7 @@ def test_connected_items_are_the_known_question_with_the_bridge_described(
         assert description is not None and description.startswith("the one at the centre of")
         assert description.endswith("2023") and steps.cur_ent.text not in description
         assert steps.unknown_question == f"What is {description}?"
+        assert {"guess_answers", "answer_with_event"} <= item.generator.prompts.keys()
         if item.type == "ABC":
             # The merge adds nothing: the known question with the bridge's name replaced.
             assert steps.known_question == f"Which place is tied to {steps.cur_ent.text}?"
@@ -126,6 +134,7 @@ def test_connected_items_are_the_known_question_with_the_bridge_described(
                 f"Which place is tied to a certain {description.removeprefix('the ')}?")
             assert steps.k_ent is not None and steps.k_ent.wiki_title
             assert item.answer == steps.k_ent.wiki_title.split(" (")[0]
+            assert not about_the_event(steps.k_ent, _event_of(tmp_path, item))
         else:
             assert steps.category == "member states of the Commonwealth"
             assert item.question == f"Which of the member states of the Commonwealth is " \
@@ -135,34 +144,39 @@ def test_connected_items_are_the_known_question_with_the_bridge_described(
         e.label != "NORP" for item in items for e in [item.intermediates.cur_ent])
 
 
+def _event_of(run: Path, item: Candidate) -> Event:
+    return next(e for e in read_jsonl(run / "events.jsonl", Event) if e.id == item.event.id)
+
+
 def test_a_shortcut_bridge_is_replaced_and_the_check_fails_an_item_with_none_left(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The checker answers every masked question of the coronation (6 May): generation tries
-    three of its bridges, each refused after one check, and the last item goes to validation,
-    which fails it `connected` from the cache. The other events pass both checks at once."""
-    responder = ConnectedResponder(shortcuts={"of 6 May 2023?": "That would be ANSWER."})
+    """The checker guesses the answer of every masked question of the coronation (6 May):
+    generation tries three of its bridges, each refused after its first check, and the last item
+    goes to validation, which fails it `connected` from the cache. The other events pass the
+    three checks at once."""
+    responder = ConnectedResponder(shortcuts={"of 6 May 2023?": "Atlantis\nANSWER\nAvalon"})
     llm, generated = _generated(tmp_path, responder)
     made = read_jsonl(tmp_path / "candidates.jsonl", Candidate)
     [coronation] = [item for item in made if item.event.date.isoformat() == "2023-05-06"]
     items = {item.id: item for item in made if item is not coronation}
-    tried = [c for c in coronation.intermediates.calls if c.function == "ConnectedCheck"]
-    assert len(tried) == 3 and all(c.rejected for c in tried)
-    assert [c.function for c in coronation.intermediates.calls].count("UnknownBeforeCutoff") == 0
+    tried = [c for c in coronation.intermediates.calls if c.function == "GuessAnswers"]
+    assert len(tried) == 3 and all("the next bridge is tried" in c.rejected for c in tried)
+    assert [c.function for c in coronation.intermediates.calls].count("AnswerWithEvent") == 0
     for item in items.values():
-        assert [c.rejected for c in item.intermediates.calls] == [None] * 4
-    assert generated == 3 * 3 + 4 * len(items)
+        assert [c.rejected for c in item.intermediates.calls] == [None] * 5
+    assert generated == 3 * 3 + 5 * len(items)
     (tmp_path / "articles.jsonl").unlink()  # no grounding: its verdicts are not what is tested
     try:
         assert _build(tmp_path, llm, "validate", "--min-question-words", "3") == 0
-        # The generator asked the checks already; only the coronation's second one is new
+        # The generator asked the checks already; only the coronation's last two are new
         # (generation stopped at its first refusal).
-        assert llm.calls == generated + 1
-        # Another checker model is asked anew: two calls per item that passed the checks.
+        assert llm.calls == generated + 2
+        # Another checker model is asked anew: three calls per item that passed the checks.
         responder.shortcuts = {coronation.intermediates.masked_question: "ANSWER"}
         assert _build(tmp_path, llm, "validate", "--min-question-words", "3",
                       "--check-model", "checker") == 0
-        assert llm.calls == generated + 1 + 2 * (len(items) + 1)
+        assert llm.calls == generated + 2 + 3 * (len(items) + 1)
     finally:
         llm.__exit__(None, None, None)
     validated = {c.id: c for c in read_jsonl(tmp_path / "candidates.jsonl", Candidate)}
@@ -170,13 +184,16 @@ def test_a_shortcut_bridge_is_replaced_and_the_check_fails_an_item_with_none_lef
     assert not shortcut.passed and shortcut.connected[0].model == "checker"
     [failure] = [f for f in shortcut.failures if f.check == "connected"]
     assert coronation.intermediates.masked_question in failure.reason
-    assert [v.check for v in shortcut.connected] == ["connected", "unknown_before_cutoff"]
+    assert sorted(v.check for v in shortcut.connected) == [
+        "answered_with_event", "connected", "one_answer", "unknown_before_cutoff"]
     shown = evidence(validated[coronation.id])  # what the annotator reads beside the item
     assert f'✗ connected: with the event masked, "{coronation.intermediates.masked_question}"' \
-        in shown and "-> checker:" in shown and shown.count("connected") == 1
+        in shown and "-> checker guesses:" in shown and shown.count("✗ connected") == 1
     others = [validated[item.id].validation for item in items.values()]
-    assert all(v.passed and len(v.connected) == 2 for v in others)
-    assert "connected:" in capsys.readouterr().out
+    assert all(v.passed and len(v.connected) == 4 for v in others)
+    out = capsys.readouterr().out
+    assert "checker: 4 candidates asked by checker; guesses counted: the first 3 of 5" in out
+    assert "told to know nothing after the end of April 2023" in out
 
 
 def test_prompts_paper_sends_the_requests_of_the_paper_recipe_byte_for_byte(
@@ -195,7 +212,8 @@ def test_prompts_paper_sends_the_requests_of_the_paper_recipe_byte_for_byte(
 
 @pytest.mark.parametrize(("question", "refused"), [
     ("What is the capital of Niger State?", None),
-    ("Where was Sandra Torres born?", None),
+    ("What is the birthplace of Sandra Torres?", None),
+    ("Where was Sandra Torres born?", "goes on after the bridge"),
     ("Which country borders Greece to the north?", "goes on after the bridge"),
     ("Which is the oldest Grand Slam?", "between an article and the bridge"),
     ("What is Minna, the capital of Niger State?", "names its own answer"),
@@ -220,19 +238,23 @@ def test_a_model_that_cannot_describe_the_bridge_gets_a_description_from_the_par
     class Unhelpful(ConnectedResponder):
         def __call__(self, body: dict[str, Any]) -> Reply:
             prompt = last_user_message(body)
-            if prompt.startswith("News of "):
-                bridge = re.search(r"identifies (.+?) only through", prompt)[1]
-                return Reply(text=f"The {bridge}")
+            if described := re.search(r"identifies (.+?) only through", prompt):
+                return Reply(text=f"The {described[1]}")
             return super().__call__(body)
 
     with ScriptedLLM(Unhelpful()) as llm:
         assert _build(tmp_path, llm, "events") == 0
         assert _build(tmp_path, llm, "generate") == 0
     items = read_jsonl(tmp_path / "candidates.jsonl", Candidate)
-    thai = next(i for i in items if i.intermediates.cur_ent.text == "Move Forward Party")
-    assert thai.intermediates.bridge_description == (
-        "the political party that wins the most seats in the Thai general election, in May 2023")
-    refused = [c for c in thai.intermediates.calls if c.function == "DescribeBridge"]
+    thai = next(i for i in items if i.event.text.startswith("The opposition Move Forward"))
+    assert thai.intermediates.bridge_description == {
+        "Move Forward Party": "the political party that wins the most seats in the Thai "
+        "general election, in May 2023",
+        "Thai general election": "the election where the opposition Move Forward Party wins "
+        "the most seats, in May 2023",
+    }[thai.intermediates.cur_ent.text]
+    refused = [c for c in thai.intermediates.calls if c.function == "DescribeBridge"
+               and thai.intermediates.cur_ent.text in c.rejected]
     assert len(refused) == 3 and all("names the bridge" in c.rejected for c in refused)
 
 
@@ -254,7 +276,8 @@ def test_the_masked_question_keeps_what_the_description_says_without_the_event(
 
 def test_a_small_generator_takes_the_known_hop_from_the_infobox() -> None:
     """With `structure_first` (the embedded model), ABC's known question is the template of one
-    infobox relation that the article's text also names, and k_ent is that relation's link."""
+    infobox relation that the article's text also names, and k_ent is that relation's link; a
+    relation the event itself names is not asked."""
     page = next(p for p in iter_snapshot(articles_dir(SAMPLE)) if p.meta.title == "Morocco")
     text = article_text(page)
     assert text.kind == "country" and text.relations["capital"].title == "Rabat"
@@ -265,12 +288,27 @@ def test_a_small_generator_takes_the_known_hop_from_the_infobox() -> None:
                    "leader_name2": text.relations["leader_name2"]})}
     generator = ConnectedGenerator(None, None, seed=0, cutoff="2023-04",  # type: ignore[arg-type]
                                    known_articles=known, structure_first=True)
-    bridge = Entity(text="Morocco", label="GPE", wiki_title="Morocco")
-    k_ent, question = generator._infobox_hop(_bridge(bridge, known), 0.0)
+    bridge = _bridge(Entity(text="Morocco", label="GPE", wiki_title="Morocco"), known)
+    [event] = make_events(1)
+    k_ent, question = generator._infobox_hop(event, bridge, 0.0)
     # leader_name2 has no template (a leader changes): the capital is the one relation asked
     assert (k_ent.wiki_title, question) == ("Rabat", "What is the capital of Morocco?")
-    generator.structure_first = False
-    assert generator._infobox_hop(_bridge(bridge, known), 0.0) is None
+    in_the_news = event.model_copy(update={"text": "An earthquake shakes Rabat."})
+    assert generator._infobox_hop(in_the_news, bridge, 0.0) is None
+
+
+@pytest.mark.parametrize(("name", "about"), [
+    ("2023 Guatemalan general election", True),  # dated the event's year
+    ("Guatemalan general election", True),  # a topic the event is filed under
+    ("Semilla", True),  # named by the event itself
+    ("Guatemala City", False),
+])
+def test_the_known_answer_is_never_the_event_or_named_by_it(name: str, about: bool) -> None:
+    [event] = make_events(1)
+    event = event.model_copy(update={
+        "text": "Bernardo Arévalo of Semilla wins the presidential runoff.",
+        "topics": ["Guatemalan general election"], "date": event.date})
+    assert about_the_event(Entity(text=name, label="LINK", wiki_title=name), event) is about
 
 
 @pytest.mark.parametrize(("text", "bridge", "kind", "described"), [

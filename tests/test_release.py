@@ -9,11 +9,11 @@ import jsonschema
 import pytest
 
 import cuqa_builder
-from cuqa_builder.annotation.review import ReviewReport
 from cuqa_builder.cli.build import main
 from cuqa_builder.dataset import DatasetError
 from cuqa_builder.jsonio import atomic_write_json, write_jsonl
 from cuqa_builder.records import CheckFailure, CuqaItem, Event, EventSource, Review, Validation
+from cuqa_builder.review_report import ReviewReport
 from cuqa_builder.run import save_run_info
 from tests.validation_samples import aab, abc, hard
 

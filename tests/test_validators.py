@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from cuqa_builder.annotation.review import ReviewReport
 from cuqa_builder.cli.build import main
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
 from cuqa_builder.records import Candidate, CheckFailure, CuqaItem, Review, SubQuestion
+from cuqa_builder.review_report import ReviewReport
 from cuqa_builder.run import GenerationInfo, save_run_info
 from cuqa_builder.validation.checks import (
     CHECK_NAMES,
@@ -28,7 +28,7 @@ from cuqa_builder.validation.checks import (
     short_answer,
     template_residue,
 )
-from cuqa_builder.validation.question_form import form_problem
+from cuqa_builder.verification.question_form import form_problem
 from tests.validation_samples import aab, abc, hard, river
 
 LIMITS = Limits()

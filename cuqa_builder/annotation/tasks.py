@@ -19,12 +19,13 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from cuqa_builder import __version__
-from cuqa_builder.grounding.evidence import connected_lines, critic_lines, grounding_lines
+from cuqa_builder.grounding.evidence import checker_lines, critic_lines, grounding_lines
 from cuqa_builder.records import Candidate, CheckFailure, EventRef, SubQuestion, Validation
+from cuqa_builder.review_report import quoted
 from cuqa_builder.validation.checks import hidden_bridges
-from cuqa_builder.validation.connected import CONNECTED_CHECKS
 from cuqa_builder.validation.critic import CRITIC_CHECKS
 from cuqa_builder.validation.probes import ProbeAnswer, ProbeResult
+from cuqa_builder.verification.checker import CHECKER_CHECKS
 from cuqa_builder.wiki.wikitext import revision_url
 
 Only = Literal["passed", "all"]
@@ -232,11 +233,11 @@ def evidence(candidate: Candidate) -> str:
     """
     validation = candidate.validation
     shown_below = {v.check for v in candidate.grounding} | set(CRITIC_CHECKS) | set(
-        CONNECTED_CHECKS)  # each shown below with its evidence
+        CHECKER_CHECKS)  # each shown below with its evidence
     lines = [f"✗ {f.check}: {f.reason}" for f in validation.failures
              if f.check not in shown_below] if validation else []
     lines += _probe_lines(validation.probes) if validation else []
-    lines += [*grounding_lines(candidate), *connected_lines(candidate), *critic_lines(candidate)]
+    lines += [*grounding_lines(candidate), *checker_lines(candidate), *critic_lines(candidate)]
     return "\n".join(lines)
 
 
@@ -262,11 +263,6 @@ def _probe_lines(probes: dict[str, Any]) -> list[str]:
 def _probe_line(what: str, answer: ProbeAnswer, *, right: str, wrong: str) -> str:
     verdict = f"right: {right}" if answer.correct else f"wrong: {wrong}"
     return f"• {what}: said {quoted(answer.prediction)} ({verdict})"
-
-
-def quoted(text: str, limit: int = 80) -> str:
-    text = " ".join(text.split())
-    return f"“{text if len(text) <= limit else text[:limit] + '…'}”"
 
 
 def suggested_reasons(

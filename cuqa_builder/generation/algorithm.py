@@ -48,9 +48,10 @@ from cuqa_builder.records import (
     SubQuestion,
     answer_aliases,
 )
+from cuqa_builder.similarity import SIMILAR, wording_similarity
 from cuqa_builder.text import contains_answer
-from cuqa_builder.validation.near_duplicates import SIMILAR, wording_similarity
-from cuqa_builder.validation.question_form import form_problem
+from cuqa_builder.verification.checker import ItemChecker
+from cuqa_builder.verification.question_form import form_problem
 
 EntityFinder = Callable[[str], Awaitable[list[Entity]]]
 Parser = Callable[[str], Awaitable[list[Token]]]
@@ -257,6 +258,9 @@ class Generator:
     # Build from structure (the parse, the infobox) before asking the model: for a small model,
     # whose own wording is refused or wrong far more often than not, at seconds a try.
     structure_first: bool = False
+    # The checker's checks, asked as soon as an item is composed so that a failing bridge is
+    # replaced (recipes that compose several tries); None: not asked while composing.
+    checker: ItemChecker | None = None
 
     def __post_init__(self) -> None:
         self.templates = self.templates or load_templates(self.steps)

@@ -13,117 +13,105 @@ import re
 from collections import Counter
 
 from cuqa_builder.records import Entity
+from cuqa_builder.verification.names import canonical_name, surface_name
 
 NUMBER_OR_DATE = "a number or a date"
+NUMBER_PHRASE = "a number of things ('3,500 rockets'), not a named thing"
 DEMONYM = "a nationality, religious or political group (NORP): an adjective, not a thing"
 COMMON_NOUN = "a common noun (written in lower case)"
 OFFICE = "an office or title, not its holder"
+DESCRIBED = "a link text that describes rather than names, to an article with no name either"
+# Not a reason to set an entity aside: it is kept, named by its article's title instead.
+RENAMED = "a link text that describes ('U.S. state'), named by its article's title ('Michigan')"
 
 _NUMBER_OR_DATE = re.compile(
     r"^[\d\s,.–-]+$|^(?:\d{1,2} )?(?:January|February|March|April|May|June|July|August"
     r"|September|October|November|December)(?: \d{1,2})?(?:,? \d{4})?$|^\d{4}s?$"
 )
+# A count of common things; "933rd Nahal Brigade" (an ordinal, then a name) is a name.
+_NUMBER_PHRASE = re.compile(r"^(?:about |some |over |more than )?\d[\d,.]*\s+[a-z]")
 # Offices are a closed class of words (they do not grow with the pages read): a link to
 # "President of Turkey" or a span "Madagascar President" names a post, whose holder changes.
 _OFFICE = re.compile(
     r"^(?:President|Prime Minister|Chancellor|King|Queen|Governor|Mayor|Minister|Secretary"
-    r"|Pope|Emperor|Speaker|Chief Justice)(?: of\b|$)|\b(?:President|Prime Minister|Chancellor"
-    r"|Governor|Mayor|Minister)$"
+    r"|Pope|Emperor|Speaker|Chief Justice|Government)(?: of\b|$)"
+    r"|\b(?:President|Prime Minister|Chancellor|Governor|Mayor|Minister)$"
 )
-_POSSESSIVE = re.compile(r"['’]s$|(?<=s)['’]$")
-_PARENTHETICAL = re.compile(r"\s*\([^)]*\)$")
+# The small words a name may keep in lower case ("Bank of England", "Alternative für
+# Deutschland"): a closed class, like the office words.
+_NAME_PARTICLES = frozenset({
+    "of", "the", "and", "for", "in", "on", "at", "to", "a", "an", "by", "with", "without", "de",
+    "del", "della", "di", "da", "do", "dos", "das", "du", "des", "la", "le", "les", "el", "al",
+    "von", "van", "der", "den", "y", "e", "et", "und", "für",
+})
 _PERSON_LABELS = frozenset({"PERSON"})
-_PLACE_LABELS = frozenset({"GPE", "LOC", "FAC"})
-_GROUP_LABELS = frozenset({"ORG"})
 
 
-def surface_name(text: str) -> str:
-    """The name as a question can use it: no leading "the", possessive or doubled full stop
-    ("Khalifa Haftar's" -> "Khalifa Haftar", "U.S.." -> "U.S.")."""
-    name = text.strip()
-    if name.lower().startswith("the "):
-        name = name[4:]
-    name = _POSSESSIVE.sub("", name)
-    while name.endswith(".."):
-        name = name[:-1]
-    return name.strip()
+def _written_as_name(text: str) -> bool:
+    """Every word capitalised (or a number), but for the particles names keep in lower case:
+    "Nahal Brigade", "Bank of England"; not "presidential candidate", "U.S. state"."""
+    words = [w.strip("()'’\",.") for w in text.split()]
+    return all(not w or not w[0].isalpha() or w[0].isupper() or w.lower() in _NAME_PARTICLES
+               for w in words)
 
 
-def canonical_name(entity: Entity) -> str:
-    """The answer as a dataset gives it: the article title (without a disambiguation suffix)
-    when there is one, else the name as written."""
-    if entity.wiki_title:
-        return _PARENTHETICAL.sub("", entity.wiki_title).strip() or surface_name(entity.text)
-    return surface_name(entity.text)
+def _content_words(text: str) -> set[str]:
+    return {w.strip("()'’\",.").casefold() for w in text.split()} - _NAME_PARTICLES - {""}
+
+
+def _describes(entity: Entity) -> bool:
+    """A wikilink whose text describes its target rather than naming it: lower-case words, none
+    shared with the title ("[[Fernando Villavicencio|Ecuadorian presidential candidate]]",
+    "[[Michigan|U.S. state]]"); "[[2023 Thai general election|Thai general election]]" names
+    its event."""
+    text = surface_name(entity.text)
+    return bool(entity.wiki_title and text and text[0].isupper() and not _written_as_name(text)
+                and not _content_words(text) & _content_words(entity.wiki_title))
 
 
 def set_aside_reason(entity: Entity) -> str | None:
-    """Why `entity` cannot be a bridge or an answer, or None when it can."""
+    """Why `entity` cannot be a bridge or an answer, or None when it can (a describing link
+    text can, by its article's title: `named`)."""
     text = surface_name(entity.text)
     title = entity.wiki_title or ""
     if not text or _NUMBER_OR_DATE.match(text) or _NUMBER_OR_DATE.match(title):
         return NUMBER_OR_DATE
+    if _NUMBER_PHRASE.match(text):
+        return NUMBER_PHRASE
     if entity.label == "NORP":
         return DEMONYM
     if not (text[0].isupper() or text[0].isdigit()):
         return COMMON_NOUN
+    if _describes(entity):
+        if not _written_as_name(canonical_name(entity)):
+            return DESCRIBED
+        text = canonical_name(entity)
     if entity.label not in _PERSON_LABELS and (_OFFICE.search(text) or _OFFICE.match(title)):
         return OFFICE
     return None
 
 
 def named(entity: Entity) -> Entity:
-    """`entity` with its name cleaned for use in a question (the title is kept as it is)."""
-    text = surface_name(entity.text)
+    """`entity` with its name cleaned for use in a question (the title is kept as it is); a
+    describing link text gives way to the article's title."""
+    text = canonical_name(entity) if _describes(entity) else surface_name(entity.text)
     return entity if text == entity.text else entity.model_copy(update={"text": text})
 
 
 def usable(entities: list[Entity], set_aside: Counter[str] | None = None) -> list[Entity]:
-    """The named things among `entities`, cleaned; `set_aside` counts the others by reason."""
-    kept = []
+    """The named things among `entities`, cleaned, one per name (the one with a title first);
+    `set_aside` counts the others by reason, and the describing link texts renamed (`RENAMED`)."""
+    kept: dict[str, Entity] = {}
     for entity in entities:
         reason = set_aside_reason(entity)
-        if reason is None:
-            kept.append(named(entity))
-        elif set_aside is not None:
-            set_aside[reason] += 1
-    return kept
-
-
-def kind_of(entity: Entity) -> str:
-    """A plain word for what the entity is, to mask it ("a certain place")."""
-    if entity.label in _PERSON_LABELS:
-        return "person"
-    if entity.label in _PLACE_LABELS:
-        return "place"
-    if entity.label in _GROUP_LABELS:
-        return "organisation"
-    if entity.label == "EVENT":
-        return "event"
-    return "thing"
-
-
-def _pattern(names: list[str]) -> re.Pattern[str]:
-    """Any of `names` as whole words, with a "the" before it if there is one."""
-    alternatives = "|".join(re.escape(n) for n in sorted(set(names), key=len, reverse=True))
-    return re.compile(rf"(?:\bthe\s+)?(?<!\w)(?:{alternatives})(?!\w)", re.IGNORECASE)
-
-
-def mention(question: str, names: list[str]) -> re.Match[str] | None:
-    """The first place `question` names the entity by one of `names`."""
-    return _pattern(names).search(question)
-
-
-def substitute(question: str, names: list[str], phrase: str) -> str | None:
-    """`question` with its first mention of the entity replaced by `phrase`; None if it has
-    none."""
-    match = mention(question, names)
-    if match is None:
-        return None
-    replaced = question[: match.start()] + phrase + question[match.end():]
-    return replaced[:1].upper() + replaced[1:] if match.start() == 0 else replaced
-
-
-def names_of(entity: Entity) -> list[str]:
-    """Every name a question may call the entity by: as written, cleaned, its title."""
-    return list(dict.fromkeys([surface_name(entity.text), canonical_name(entity), entity.text]))
+        if reason is not None:
+            if set_aside is not None:
+                set_aside[reason] += 1
+            continue
+        if set_aside is not None and _describes(entity):
+            set_aside[RENAMED] += 1
+        clean = named(entity)
+        key = clean.text.casefold()
+        if key not in kept or (clean.wiki_title and not kept[key].wiki_title):
+            kept[key] = clean
+    return list(kept.values())

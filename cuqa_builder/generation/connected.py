@@ -11,7 +11,9 @@ structure does the rest:
 - AAB: the known part is a **category with several members** holding the bridge, and the merged
   question asks which member of it the description picks out.
 So the merge adds nothing but the event, and masking the description leaves a question (kept as
-`masked_question`) that the `connected` check asks closed-book.
+`masked_question`) on which the checker guesses without the event. The checker's four checks
+(`verification/checker.py`) are asked as soon as an item is composed: a bridge whose item fails
+one is replaced by the next.
 """
 
 from __future__ import annotations
@@ -36,41 +38,38 @@ from cuqa_builder.generation.algorithm import (
     names_found,
     same_entity,
 )
-from cuqa_builder.generation.bridges import (
+from cuqa_builder.generation.bridges import set_aside_reason, usable
+from cuqa_builder.generation.output_parsing import OutputError, parse_passage, parse_question
+from cuqa_builder.generation.structural import describe_from_parse
+from cuqa_builder.grounding.keys import entity_key
+from cuqa_builder.prompts import load_prompt
+from cuqa_builder.records import Candidate, Entity, Event, Intermediates, PromptCall
+from cuqa_builder.verification.checker import CHECKER_TEMPLATES, failure_reason
+from cuqa_builder.verification.masking import masked_description
+from cuqa_builder.verification.names import (
     canonical_name,
     kind_of,
     mention,
     names_of,
-    set_aside_reason,
     substitute,
     surface_name,
-    usable,
 )
-from cuqa_builder.generation.output_parsing import OutputError, parse_passage, parse_question
-from cuqa_builder.generation.structural import describe_from_parse
-from cuqa_builder.grounding.keys import entity_key
-from cuqa_builder.llm.client import prompt_request
-from cuqa_builder.prompts import load_prompt
-from cuqa_builder.records import Candidate, Entity, Event, Intermediates, PromptCall
-from cuqa_builder.validation.connected import (
-    CHECK_SAMPLING,
-    CONNECTED_TEMPLATE,
-    GUESS_TEMPLATE,
-    gives_answer,
-    masked_question,
-)
-from cuqa_builder.validation.question_form import form_problem
+from cuqa_builder.verification.question_form import form_problem
 
 _MIN_DESCRIPTION_WORDS, _MAX_DESCRIPTION_WORDS = 5, 35
 _MAX_KNOWN_QUESTION_WORDS = 16  # besides the bridge's name: one property, no room for clues
 _MAX_CATEGORY_WORDS = 10
 BRIDGE_TRIES = 3  # bridges tried per event before its last item goes on as it is
-_MAX_WORDS_AFTER_BRIDGE = 2  # "Where was X born?", "Which party does X lead?"
+_MAX_KNOWN_ANSWERS = 30  # named things of the passage offered as the known question's answer
 _LEAD_IN = re.compile(r"^(?:noun phrase|description|category|answer)\s*:\s*", re.IGNORECASE)
 _QUOTES = "\"'“”‘’«»`*"
 _NONE = re.compile(r"^\W*none\b", re.IGNORECASE)
 # "the oldest Grand Slam": the description would land after "the oldest".
 _DETERMINER_BEFORE = re.compile(r"\b(?:the|a|an)\s+[\w-]+\s+$", re.IGNORECASE)
+# A possessive after the bridge ("X's capital") would land on the description's last word.
+_AFTER_BRIDGE = re.compile(r"^\W*$")
+_ANSWER_LINE = re.compile(r"^\W*answer\W*:\s*(.+)$", re.IGNORECASE | re.MULTILINE)
+_YEAR = re.compile(r"\b(?:1[89]|2\d)\d{2}\b")
 
 
 def parse_phrase(raw: str) -> str:
@@ -89,9 +88,29 @@ def parse_description(raw: str) -> str:
     return "the" + phrase[3:] if phrase.startswith("The ") else phrase
 
 
+def parse_answer_and_question(raw: str) -> str:
+    """"Answer: X" and "Question: ...?" as two lines ("NONE" when the model found none)."""
+    text = parse_passage(raw)
+    if _NONE.match(text.strip().strip(_QUOTES)):
+        return "NONE"
+    answer = _ANSWER_LINE.search(text)
+    question = parse_question(_ANSWER_LINE.sub("", text))
+    if answer is None:
+        raise OutputError("no 'Answer:' line in the model output")
+    return f"Answer: {answer[1].strip().strip(_QUOTES).rstrip('.').strip()}\nQuestion: {question}"
+
+
+def answer_and_question(parsed: str) -> tuple[str, str] | None:
+    """The two parts of `parse_answer_and_question`'s text; None for NONE."""
+    if parsed == "NONE":
+        return None
+    answer, question = parsed.split("\n", 1)
+    return answer.removeprefix("Answer: "), question.removeprefix("Question: ")
+
+
 DESCRIBE_BRIDGE = Step(
     "DescribeBridge", "connected_describe_bridge",
-    frozenset({"event", "date", "bridge", "cutoff"}), parse_description,
+    frozenset({"event", "date", "bridge", "cutoff", "others"}), parse_description,
 )
 KNOWN_PASSAGE = Step(
     "KnownPassage", "connected_known_passage", frozenset({"entity", "event", "cutoff"}),
@@ -99,16 +118,12 @@ KNOWN_PASSAGE = Step(
 )
 PROPERTY_QUESTION = Step(
     "PropertyQuestion", "connected_known_question",
-    frozenset({"passage", "bridge", "answer", "event", "cutoff"}), parse_question,
+    frozenset({"passage", "bridge", "answers", "event", "cutoff"}), parse_answer_and_question,
 )
 CATEGORY = Step(
     "Category", "connected_category", frozenset({"bridge", "passage", "cutoff"}),
     parse_phrase,
 )
-# The validate stage's two checks, asked while composing so that a shortcut bridge is replaced.
-CHECK_CONNECTED = Step("ConnectedCheck", CONNECTED_TEMPLATE, frozenset({"question"}), str.strip)
-CHECK_UNKNOWN = Step("UnknownBeforeCutoff", GUESS_TEMPLATE, frozenset({"question", "cutoff"}),
-                     str.strip)
 
 
 def _words(text: str) -> int:
@@ -117,6 +132,8 @@ def _words(text: str) -> int:
 
 def description_check(names: list[str], year: int) -> StepCheck:
     def check(phrase: str) -> str | None:
+        if _NONE.match(phrase):
+            return None  # an answer: no phrase tells the bridge apart, the next one is tried
         if found := names_found(phrase, names):
             return f"the description names the bridge {found!r}"
         if phrase.endswith("?") or not phrase.lower().startswith("the "):
@@ -132,6 +149,9 @@ def description_check(names: list[str], year: int) -> StepCheck:
 
 
 def property_check(bridge: list[str], answer: list[str]) -> StepCheck:
+    """A known question about one property of the bridge: the bridge its last words, so that
+    the long description the merge puts in its place leaves no word stranded after it."""
+
     def check(question: str) -> str | None:
         if problem := form_problem(question):
             return f"the known question: {problem}"
@@ -145,12 +165,34 @@ def property_check(bridge: list[str], answer: list[str]) -> StepCheck:
         if _DETERMINER_BEFORE.search(question[: match.start()]):
             return ("the known question puts words between an article and the bridge ('the "
                     "oldest X'): its description would not fit there")
-        if _words(question[match.end():]) > _MAX_WORDS_AFTER_BRIDGE:
+        if not _AFTER_BRIDGE.match(question[match.end():]):
             return ("the known question goes on after the bridge (its description would leave "
-                    "the end of the question dangling)")
+                    "the end of the question stranded): end it with the bridge")
         return None
 
     return check
+
+
+def known_answer_check(bridge: list[str], answers: list[Entity]) -> StepCheck:
+    """The answer is one of the named things offered, and the question asks for it."""
+
+    def check(parsed: str) -> str | None:
+        found = answer_and_question(parsed)
+        if found is None:
+            return None  # an answer: the other branch is tried
+        answer, question = found
+        chosen = chosen_answer(answer, answers)
+        if chosen is None:
+            return f"the answer {answer!r} is not one of the named things offered"
+        return property_check(bridge, names_of(chosen))(question)
+
+    return check
+
+
+def chosen_answer(answer: str, answers: list[Entity]) -> Entity | None:
+    """The named thing the model chose, by any of its names."""
+    wanted = answer.casefold()
+    return next((e for e in answers if wanted in {n.casefold() for n in names_of(e)}), None)
 
 
 def category_check(bridge: list[str]) -> StepCheck:
@@ -164,23 +206,6 @@ def category_check(bridge: list[str]) -> StepCheck:
         return None
 
     return check
-
-
-# Where a description's head (what the bridge is) ends and the event's part begins.
-_EVENT_PART = re.compile(
-    r"\s+(?:whose|that|which|who|whom|where|when|(?:in|at|on|from|by|during) (?:which|whom))\b"
-    r"|,|\s+\w+(?:ed|ing)\b"
-    # the irregular past participles a description opens its event with
-    r"|\s+(?:struck|hit|held|won|lost|led|made|sent|found|built|chosen|taken|given|shot)\b"
-)
-
-
-def masked_description(description: str) -> str:
-    """The description with the event's part taken out: "the Danish cyclist who won ..." ->
-    "a certain Danish cyclist". What is left is what the merged question says of the bridge
-    without the event, so the `connected` check sees a nationality or a home city it gives."""
-    head = _EVENT_PART.split(_strip_the(description), maxsplit=1)[0].strip()
-    return f"a certain {head or 'one'}"
 
 
 def unknown_question(kind: str, description: str) -> str:
@@ -202,13 +227,22 @@ def _strip_the(phrase: str) -> str:
     return phrase[4:] if phrase.lower().startswith("the ") else phrase
 
 
+def about_the_event(entity: Entity, event: Event) -> bool:
+    """Whether a named thing is the event itself or named by it: a topic the event is filed
+    under, a name dated the event's year ("2023 Guatemalan general election"), or a name the
+    event's text holds. The known hop's answer must come from what was known, not the news."""
+    names = names_of(entity)
+    return (any(n.casefold() in {t.casefold() for t in event.topics} for n in names)
+            or any(str(event.date.year) in _YEAR.findall(n) for n in names)
+            or bool(names_found(event.text, names)))
+
+
 @dataclass(frozen=True)
 class _Bridge:
     entity: Entity  # as the event names it, cleaned
     key: str  # its article's key (from the entity as the event file has it)
     names: list[str]  # every name a question could call it by
     kind: str  # what it is, in a plain word: "island", "company", "person"
-
 
 
 def _bridge(entity: Entity, known: dict[str, KnownArticle]) -> _Bridge:
@@ -231,8 +265,7 @@ def _answer_names(entity: Entity) -> tuple[str, list[str]]:
 class ConnectedGenerator(Generator):
     recipe: ClassVar[str] = "connected"
     steps: ClassVar[tuple[Step, ...]] = (
-        DESCRIBE_BRIDGE, KNOWN_PASSAGE, PROPERTY_QUESTION, CATEGORY, CHECK_CONNECTED,
-        CHECK_UNKNOWN, MERGE_QUESTIONS,
+        DESCRIBE_BRIDGE, KNOWN_PASSAGE, PROPERTY_QUESTION, CATEGORY, MERGE_QUESTIONS,
     )
     default_known_source: ClassVar = "wiki"
 
@@ -243,11 +276,11 @@ class ConnectedGenerator(Generator):
         return usable(event.entities, set_aside)
 
     async def easy(self, event: Event) -> Candidate:
-        """Up to `BRIDGE_TRIES` bridges, the drawn one first: an item whose question the
-        checker still answers with the event masked, or as a model of the cutoff, is set aside
-        for the next bridge (the same calls as the validate stage's checks, which the cache
-        then answers). With no bridge left, the last item made goes on to validation. With
-        `structure_first` the first item made goes on at once."""
+        """Up to `BRIDGE_TRIES` bridges, the drawn one first: an item the checker fails (its
+        answer guessed without the event, another answer with it) is set aside for the next
+        bridge (the same calls as the validate stage's checks, which the cache then answers).
+        With no bridge left, the last item made goes on to validation. Without a `checker`
+        (a small model, or the checks turned off) the first item made goes on at once."""
         pool = self._bridge_pool(event)
         draws = draw(self.seed, event.id, len(pool))
         bridges = [pool[(draws.cur_index + i) % len(pool)]
@@ -263,42 +296,34 @@ class ConnectedGenerator(Generator):
                 spent += exc.attempts
                 failure = exc
                 continue
-            if self.structure_first or await self._needs_the_event(made, spent):
-                break  # a small model is no judge of shortcuts: validate asks the checker
+            if self.checker is None or await self._verified(made, spent):
+                break
         if made is None:
             assert failure is not None
             failure.branch = "AAB" if draws.aab else "ABC"
             failure.attempts = spent
             raise failure
         assert made.intermediates is not None
-        asked = {call.function for call in spent}
+        asked = {call.template_hash: call for call in spent}
         prompts = {**made.generator.prompts, **{
-            step.template: self.templates[step.template].sha256
-            for step in (CHECK_CONNECTED, CHECK_UNKNOWN) if step.function in asked}}
+            name: load_prompt(name).sha256 for name in CHECKER_TEMPLATES
+            if load_prompt(name).sha256 in asked}}
         return made.model_copy(update={
             "intermediates": made.intermediates.model_copy(update={"calls": spent}),
             "generator": made.generator.model_copy(update={"prompts": prompts}),
         })
 
-    async def _needs_the_event(self, item: Candidate, spent: list[PromptCall]) -> bool:
-        """The `connected` and `unknown_before_cutoff` questions asked of the generator; each
-        call is kept, refused when the reply gives the item's answer."""
-        asks = ((CHECK_CONNECTED, {"question": masked_question(item)}),
-                (CHECK_UNKNOWN, {"question": item.question, "cutoff": self.cutoff}))
-        for step, values in asks:
-            template = self.templates[step.template]
-            result = await self.gateway.chat(prompt_request(template, values, **CHECK_SAMPLING))
-            answered = gives_answer(result.text, item)
-            spent.append(PromptCall(
-                function=step.function, template_hash=template.sha256, raw=result.text,
-                parsed=result.text.strip(), seed=int(CHECK_SAMPLING["seed"]),
-                rejected=f"the checker answers {item.answer!r} without the event: a shortcut; "
-                "the next bridge is tried" if answered else None,
-                prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
-            ))
-            if answered:
-                return False
-        return True
+    async def _verified(self, item: Candidate, spent: list[PromptCall]) -> bool:
+        """The checker's checks, in order until one fails; each call is kept, the failing
+        check's last call marked with why the bridge is replaced."""
+        assert self.checker is not None
+        outcome = await self.checker.check(item, fail_fast=True)
+        calls = outcome.calls
+        if (failed := outcome.failed) is not None and calls:
+            calls[-1] = calls[-1].model_copy(update={
+                "rejected": f"{failure_reason(failed)}: the next bridge is tried"})
+        spent += calls
+        return outcome.failed is None
 
     async def _step(
         self, step: Step, values: dict[str, str], draws: Draws, spent: list[PromptCall],
@@ -312,16 +337,19 @@ class ConnectedGenerator(Generator):
                            spent: list[PromptCall]) -> str:
         """The model's description of the bridge; when every try is refused (or first, with
         `structure_first`), one made from the event sentence's parse, if the bridge's role in it
-        allows (`generation/structural.py`)."""
+        allows (`generation/structural.py`). A model that finds no phrase telling the bridge
+        apart from the other things the news names says so: the next bridge is tried."""
         check = description_check(bridge.names, event.date.year)
         if self.structure_first:
             found = await self._parsed_description(event, bridge)
             if found is not None and check(found) is None:
                 return found
+        others = [e.text for e in usable(event.entities) if not same_entity(e, bridge.entity)]
         try:
-            return await self._step(DESCRIBE_BRIDGE, {
+            phrase = await self._step(DESCRIBE_BRIDGE, {
                 "event": event.text, "date": f"{event.date:%-d %B %Y}",
                 "bridge": bridge.entity.text, "cutoff": self.cutoff,
+                "others": ", ".join(others) or "nothing else",
             }, draws, spent, check)
         except GenerationError as exc:
             spent += exc.attempts
@@ -329,16 +357,21 @@ class ConnectedGenerator(Generator):
             if found is None or check(found) is not None:
                 raise GenerationError(exc.step, exc.reason) from exc
             return found
+        if _NONE.match(phrase):
+            raise GenerationError(DESCRIBE_BRIDGE.function, f"no phrase tells "
+                                  f"{bridge.entity.text!r} apart from the other things the "
+                                  "news names")
+        return phrase
 
     async def _parsed_description(self, event: Event, bridge: _Bridge) -> str | None:
         if self.parse is None:
             return None
-        mention = next((m for name in bridge.names if (m := re.search(
+        found = next((m for name in bridge.names if (m := re.search(
             rf"(?<!\w){re.escape(name)}(?!\w)", event.text))), None)
-        if mention is None:
+        if found is None:
             return None
         tokens = await self.parse(event.text)
-        return describe_from_parse(tokens, mention.start(), mention.end(), bridge.kind,
+        return describe_from_parse(tokens, found.start(), found.end(), bridge.kind,
                                    f"{event.date:%B %Y}")
 
     async def _known_passage(self, event: Event, bridge: _Bridge, draws: Draws,
@@ -349,64 +382,88 @@ class ConnectedGenerator(Generator):
             "entity": bridge.entity.text, "event": event.text, "cutoff": self.cutoff,
         }, draws, spent)
 
-    async def _known_answer(self, passage: str, bridge: _Bridge, fraction: float) -> Entity | None:
-        """k_ent: a named thing of the passage (the article's links, else NER) other than the
-        bridge."""
+    async def _known_answers(self, event: Event, passage: str, bridge: _Bridge
+                             ) -> list[Entity]:
+        """The named things of the passage (the article's links, else NER) that may answer the
+        known question: not the bridge, and nothing the event is or names."""
         if self.known_source == "wiki":
             found = self._linked_entities(passage, bridge.entity)
         else:
             found = await self.find_entities(passage)
-        pool = [e for e in found
-                if set_aside_reason(e) is None and not same_entity(e, bridge.entity)]
-        return pool[int(fraction * len(pool))] if pool else None
+        pool = [e for e in usable(found)
+                if not same_entity(e, bridge.entity) and not about_the_event(e, event)]
+        return pool[:_MAX_KNOWN_ANSWERS]
 
     async def _compose(self, event: Event, bridge: _Bridge, draws: Draws,
                        spent: list[PromptCall]) -> Candidate:
-        """The drawn branch, else the other one: ABC needs a named thing in the passage, AAB a
-        category holding the bridge."""
+        """The drawn branch, else the other one: ABC needs a named thing of the passage that
+        answers a property of the bridge, AAB a category holding the bridge."""
         description = await self._description(event, bridge, draws, spent)
         passage = await self._known_passage(event, bridge, draws, spent)
-        no_k_ent = f"no named thing other than {bridge.entity.text!r} in the known passage"
         no_category = f"no category with several members holds {bridge.entity.text!r}"
+        no_property = (f"no named thing of the known passage answers a lasting property of "
+                       f"{bridge.entity.text!r}")
         # A small model copies a category from the prompt's examples: ABC from structure only.
         if draws.aab and not self.structure_first:
             category = await self._category(bridge, passage, draws, spent)
             if category is not None:
                 return self._aab(event, bridge, description, passage, category, spent)
         fallback = no_category if draws.aab else None
-        if templated := self._infobox_hop(bridge, draws.k_fraction):
-            k_ent, known = templated
-            return await self._abc(event, bridge, k_ent, description, passage, draws, spent,
-                                   fallback=fallback, known=known)
-        # A small model's own known questions rarely ask for their answer: infobox hops only.
-        k_ent = None if self.structure_first else await self._known_answer(
-            passage, bridge, draws.k_fraction)
-        if k_ent is not None:
-            return await self._abc(event, bridge, k_ent, description, passage, draws, spent,
-                                   fallback=fallback)
         if self.structure_first:
-            raise GenerationError(PROPERTY_QUESTION.function, f"no relation of the infobox of "
-                                  f"{bridge.entity.text!r} has a question template (a small "
-                                  "model writes no known question of its own)")
+            templated = self._infobox_hop(event, bridge, draws.k_fraction)
+            if templated is None:
+                raise GenerationError(PROPERTY_QUESTION.function, f"no lasting relation of the "
+                                      f"infobox of {bridge.entity.text!r} has a question "
+                                      "template (a small model writes no known question of "
+                                      "its own)")
+            k_ent, known = templated
+            return self._abc(event, bridge, k_ent, description, passage, known, spent,
+                             fallback=fallback, templated=True)
+        chosen = await self._property(event, bridge, passage, draws, spent)
+        if chosen is not None:
+            k_ent, known = chosen
+            return self._abc(event, bridge, k_ent, description, passage, known, spent,
+                             fallback=fallback)
         if draws.aab:
-            raise GenerationError(CATEGORY.function, f"{no_category}, and {no_k_ent}")
+            raise GenerationError(CATEGORY.function, f"{no_category}, and {no_property}")
         category = await self._category(bridge, passage, draws, spent)
         if category is None:
-            raise GenerationError(CATEGORY.function, f"{no_k_ent}, and {no_category}")
-        return self._aab(event, bridge, description, passage, category, spent, fallback=no_k_ent)
+            raise GenerationError(CATEGORY.function, f"{no_property}, and {no_category}")
+        return self._aab(event, bridge, description, passage, category, spent,
+                         fallback=no_property)
 
-    def _infobox_hop(self, bridge: _Bridge, fraction: float) -> tuple[Entity, str] | None:
+    async def _property(self, event: Event, bridge: _Bridge, passage: str, draws: Draws,
+                        spent: list[PromptCall]) -> tuple[Entity, str] | None:
+        """The known answer the model picks among the passage's named things, and its
+        question; None when there are none, or the model finds no lasting property."""
+        answers = await self._known_answers(event, passage, bridge)
+        if not answers:
+            return None
+        parsed = await self._step(PROPERTY_QUESTION, {
+            "passage": passage, "bridge": bridge.entity.text, "event": event.text,
+            "cutoff": self.cutoff, "answers": "\n".join(f"- {e.text}" for e in answers),
+        }, draws, spent, known_answer_check(bridge.names, answers))
+        found = answer_and_question(parsed)
+        if found is None:
+            return None
+        k_ent = chosen_answer(found[0], answers)
+        assert k_ent is not None  # the step check found it
+        return k_ent, found[1]
+
+    def _infobox_hop(self, event: Event, bridge: _Bridge, fraction: float
+                     ) -> tuple[Entity, str] | None:
         """With `structure_first`: k_ent is one of the bridge's infobox relations that has a
-        question template, and the known question is that template's."""
+        question template (each a lasting relation), and the known question is that
+        template's."""
         article = self.known_articles.get(bridge.key)
-        if not self.structure_first or article is None:
+        if article is None:
             return None
         questions = infobox_questions()
         usable_relations = [
             (name, link) for name, link in article.relations.items() if name in questions
             and set_aside_reason(k := Entity(text=link.text, label=LINK_LABEL,
                                              wiki_title=link.title)) is None
-            and not same_entity(k, bridge.entity)
+            and not same_entity(k, bridge.entity) and not about_the_event(k, event)
         ]
         if not usable_relations:
             return None
@@ -414,16 +471,11 @@ class ConnectedGenerator(Generator):
         k_ent = Entity(text=link.text, label=LINK_LABEL, wiki_title=link.title)
         return k_ent, questions[name].format(bridge=bridge.entity.text)
 
-    async def _abc(self, event: Event, bridge: _Bridge, k_ent: Entity, description: str,
-                   passage: str, draws: Draws, spent: list[PromptCall], fallback: str | None,
-                   known: str | None = None) -> Candidate:
-        """`known`: a templated known question (no call), else the model writes one."""
+    def _abc(self, event: Event, bridge: _Bridge, k_ent: Entity, description: str,
+             passage: str, known: str, spent: list[PromptCall], fallback: str | None,
+             templated: bool = False) -> Candidate:
+        """`templated`: the known question came from the infobox template file (no call)."""
         answer, aliases = _answer_names(k_ent)
-        templated = known is not None
-        known = known or await self._step(PROPERTY_QUESTION, {
-            "passage": passage, "bridge": bridge.entity.text, "answer": k_ent.text,
-            "event": event.text, "cutoff": self.cutoff,
-        }, draws, spent, property_check(bridge.names, [answer, *aliases]))
         merged = substitute(known, bridge.names, description)
         masked = substitute(known, bridge.names, masked_description(description))
         assert merged is not None and masked is not None  # the step check found the name
@@ -434,7 +486,7 @@ class ConnectedGenerator(Generator):
         item = self.candidate(event, answer, aliases, steps,
                               {DESCRIBE_BRIDGE, *self._passage_step()} if templated else
                               {DESCRIBE_BRIDGE, PROPERTY_QUESTION, *self._passage_step()})
-        if templated:  # the known question came from the infobox template file
+        if templated:
             item.generator.prompts[INFOBOX_QUESTIONS] = load_prompt(INFOBOX_QUESTIONS).sha256
         return item
 

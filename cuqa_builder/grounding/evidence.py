@@ -40,8 +40,9 @@ def critic_lines(candidate: Candidate) -> list[str]:
             f"{verdict.note or '(no reason given)'}" for name, verdict in validation.critic.items()]
 
 
-def connected_lines(candidate: Candidate) -> list[str]:
-    """What the checker answered without the event, one line each (none when not asked)."""
+def checker_lines(candidate: Candidate) -> list[str]:
+    """What the checker said without the event (its guesses) and with it (its answer), one line
+    per check (none when not asked)."""
     validation = candidate.validation
     if validation is None:
         return []
@@ -49,10 +50,19 @@ def connected_lines(candidate: Candidate) -> list[str]:
     for verdict in validation.connected:
         mark = "✓" if verdict.passed else "✗"
         on = f" ({verdict.item})" if verdict.item else ""
+        guesses = "; ".join(verdict.guesses[: verdict.counted or None]) or "(no guesses)"
         if verdict.check == "connected":
             lines.append(f'{mark} connected{on}: with the event masked, "{verdict.question}" '
-                         f'-> {verdict.model}: "{verdict.reply}"')
+                         f"-> {verdict.model} guesses: {guesses}")
+        elif verdict.check == "unknown_before_cutoff":
+            who = ("knowing only what was known at the cutoff" if verdict.knowledge == "cutoff"
+                   else "told to know nothing after the cutoff")
+            lines.append(f"{mark} unknown before the cutoff: {verdict.model}, {who}, guesses: "
+                         f"{guesses}")
+        elif verdict.check == "answered_with_event":
+            lines.append(f"{mark} answered with the event: {verdict.model}, given the event, "
+                         f'answers "{verdict.answer}"')
         else:
-            lines.append(f"{mark} unknown before the cutoff: {verdict.model}, told to know nothing "
-                         f'after it: "{verdict.reply}"')
+            others = "; ".join(verdict.others) or "nothing"
+            lines.append(f"{mark} one answer: {verdict.model} finds that else fits: {others}")
     return lines

@@ -34,6 +34,7 @@ from cuqa_builder.generation.algorithm import (
     candidate_id,
     load_templates,
 )
+from cuqa_builder.generation.bridges import RENAMED
 from cuqa_builder.generation.estimate import plan_easy, plan_hard
 from cuqa_builder.generation.hard import choose_pairs, merge_pair
 from cuqa_builder.generation.recipes import RECIPES
@@ -51,6 +52,7 @@ from cuqa_builder.jsonio import (
     write_jsonl,
 )
 from cuqa_builder.llm.batch import describe_batches, describe_files_read
+from cuqa_builder.llm.client import LLMClient
 from cuqa_builder.llm.estimate import CallPlan, calibration, compare
 from cuqa_builder.llm.gateway import open_gateway
 from cuqa_builder.llm.settings import LLMSettings, resolve_settings
@@ -70,6 +72,7 @@ from cuqa_builder.run import (
     RunContext,
     save_run_info,
 )
+from cuqa_builder.verification.checker import ItemChecker
 
 # Events in flight per allowed concurrent call: an event waits on one call at a time for most
 # of its life, so twice as many events as call slots keeps every slot busy.
@@ -426,8 +429,9 @@ def estimate(ctx: RunContext, settings: LLMSettings, model: str) -> CallPlan:
     recipe = RECIPES[ctx.options.generate.prompts]
     sampling, templates = Sampling(), load_templates(recipe.steps)
     known_source = ctx.options.generate.known_source or recipe.default_known_source
+    checked = not settings.uses_local_model and ctx.options.checks.check_model != "none"
     easy = plan_easy(plan, todo(), ctx.options.generate.seed, templates, sampling, recipe,
-                     known_source)
+                     known_source, checked)
     easy_made = tally.already_done + easy
     pairs = min(max(0, ctx.options.generate.hard - hard_done), easy_made // 2)
     plan_hard(plan, pairs, templates, sampling)
@@ -461,10 +465,11 @@ async def _run(ctx: RunContext, tally: Tally) -> tuple[str, GatewayStats, CallPl
                 async with gateway.outside_work():
                     return await find_entities.parse(text)
 
+            small = settings.uses_local_model  # the embedded model is small
             generator = RECIPES[options.prompts](
                 gateway, passage_entities, seed=seed, cutoff=ctx.window.label,
                 attempts=options.attempts, known_source=options.known_source, parse=parse,
-                structure_first=settings.uses_local_model,  # the embedded model is small
+                structure_first=small, checker=_compose_time_checker(ctx, gateway, small),
             )
             if generator.known_source == "wiki":  # wiki passages: the events are looked up first
                 events = list(todo())
@@ -488,6 +493,16 @@ async def _run(ctx: RunContext, tally: Tally) -> tuple[str, GatewayStats, CallPl
     finally:
         writer.close()
         find_entities.close()
+
+
+def _compose_time_checker(ctx: RunContext, gateway: LLMClient, small: bool
+                          ) -> ItemChecker | None:
+    """The checker asked while composing: the generator itself, as the validate stage's default
+    checker (so validate reads its answers from the cache). None for a small model, which is no
+    judge of its own items (validate asks them), or when --check-model none turns them off."""
+    if small or ctx.options.checks.check_model == "none":
+        return None
+    return ItemChecker(gateway, ctx.window.label, counted=ctx.options.checks.guesses)
 
 
 def _summary(
@@ -517,9 +532,12 @@ def _summary(
                  f"refused by their step check; {tally.repaired} items written after a retry")
     if tally.articles:
         lines.append(f"  articles at the cutoff: {tally.articles}")
+    renamed = tally.set_aside.pop(RENAMED, 0)
     if tally.set_aside:
         reasons = "; ".join(f"{n} {why}" for why, n in tally.set_aside.most_common())
         lines.append(f"  entities set aside as bridges: {reasons}")
+    if renamed:
+        lines.append(f"  {renamed} bridges named by their article's title: {RENAMED}")
     lines.append(
         f"  LLM {model}: {stats.calls} calls, {stats.cache_hits} cache hits, "
         f"{stats.prompt_tokens} tokens in, {stats.completion_tokens} out, ${stats.cost:.4f}"

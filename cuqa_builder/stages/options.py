@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cuqa_builder.llm.settings import LLMOptions
 from cuqa_builder.validation.limits import Limits
+from cuqa_builder.verification import DEFAULT_GUESSES_COUNTED, GUESSES_ASKED
 
 WIKIPEDIA_API = "https://en.wikipedia.org/w/api.php"
 
@@ -91,15 +92,22 @@ class ValidateOptions(StageOptions):
 
     limits: Limits = Field(default_factory=Limits)
     check_model: str | None = Field(
-        None, description="checker model of the `connected` check, asked closed-book the "
-        "question with the event masked (default: the generator; `none`: no check; "
-        "local[:NAME]: an embedded model)",
+        None, description="checker model of the four checks: its guesses without the event "
+        "(the question masked, and whole), its answer with the event (default: the generator; "
+        "`none`: no checks; local[:NAME]: an embedded model)",
     )
     check_base_url: str | None = Field(
         None, description="endpoint of the checker model (default: --base-url)"
     )
+    guesses: int = Field(
+        DEFAULT_GUESSES_COUNTED, ge=1, le=GUESSES_ASKED, description="how many of the checker's "
+        f"{GUESSES_ASKED} ranked guesses count: an item whose answer is among them is guessable "
+        "without its event",
+        json_schema_extra={"flag": {"metavar": "K"}},
+    )
     probe_model: str | None = Field(
-        None, description="target model asked closed-book by the probes (local[:NAME]: an "
+        None, description="target model asked closed-book by the probes, a model whose knowledge "
+        "ends at the cutoff: it also makes the guesses at the whole question (local[:NAME]: an "
         "embedded model)",
     )
     probe_base_url: str | None = Field(

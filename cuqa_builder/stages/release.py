@@ -22,7 +22,6 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from cuqa_builder import __version__
-from cuqa_builder.annotation.review import ReviewReport
 from cuqa_builder.dataset import SUBSET_PREFIX, load
 from cuqa_builder.dataset_card import (
     CARD,
@@ -39,6 +38,7 @@ from cuqa_builder.jsonio import atomic_write_json, atomic_write_text, iter_jsonl
 from cuqa_builder.prompts import PromptError, load_prompt
 from cuqa_builder.records import Candidate, CuqaItem, Event, EventRef
 from cuqa_builder.refresh import event_refs, staleness
+from cuqa_builder.review_report import ReviewReport
 from cuqa_builder.run import (
     CANDIDATES,
     DATASET,

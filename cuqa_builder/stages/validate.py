@@ -18,7 +18,7 @@ from pathlib import Path
 from textwrap import shorten
 from typing import TYPE_CHECKING
 
-from cuqa_builder.annotation.review import ReviewReport
+from cuqa_builder.errors import CuqaError
 from cuqa_builder.generation.yield_report import yield_lines
 from cuqa_builder.grounding.verdicts import GROUNDING_CHECKS
 from cuqa_builder.jsonio import iter_jsonl, read_jsonl, write_jsonl
@@ -30,6 +30,7 @@ from cuqa_builder.llm.settings import (
     resolve_settings,
 )
 from cuqa_builder.llm.types import GatewayStats
+from cuqa_builder.review_report import ReviewReport
 
 if TYPE_CHECKING:
     from cuqa_builder.llm.estimate import CallPlan
@@ -58,18 +59,9 @@ from cuqa_builder.run import (
     save_run_info,
 )
 from cuqa_builder.stages.options import BuildOptions
-from cuqa_builder.validation.checks import CHECK_NAMES, CheckReport, check_all
-from cuqa_builder.validation.connected import (
-    CHECK_SAMPLING,
-    CONNECTED_CHECKS,
-    CONNECTED_ERROR,
-    CONNECTED_TEMPLATE,
-    GUESS_TEMPLATE,
-    ConnectedChecker,
-    check_connected_all,
-    masked_question,
-    record_connected,
-)
+from cuqa_builder.validation.checks import CHECK_NAMES, CheckReport
+from cuqa_builder.validation.checks import check_all as format_checks
+from cuqa_builder.validation.connected import CHECKER_ERROR, check_all, record_checker
 from cuqa_builder.validation.critic import (
     CRITIC_CHECKS,
     CRITIC_ERROR,
@@ -88,6 +80,17 @@ from cuqa_builder.validation.probes import (
     probe_all,
     record_probes,
 )
+from cuqa_builder.verification.checker import (
+    CHECKER_CHECKS,
+    CHECKER_TEMPLATES,
+    GUESS_SAMPLING,
+    GUESS_TEMPLATE,
+    OPEN_BOOK_SAMPLING,
+    OPEN_BOOK_TEMPLATE,
+    ItemChecker,
+    cutoff_phrase,
+)
+from cuqa_builder.verification.masking import masked_question
 
 
 def _with_model(
@@ -154,52 +157,77 @@ async def _probe(
         return gateway.model, prober.judge_name, gateway.stats
 
 
-# Probe answers are "just a few words"; the judge says Yes or No.
+class CheckerUnanswered(CuqaError):
+    """The checker failed for some candidates: verdicts written, exit status 1."""
+
+
+# Probe answers are "just a few words"; the judge says Yes or No; the checker gives five short
+# guesses, or three short lines.
 PROBE_OUT_TOKENS, JUDGE_OUT_TOKENS = 8, 2
+GUESS_OUT_TOKENS, OPEN_BOOK_OUT_TOKENS = 25, 20
 
 
 def estimate(ctx: RunContext, planned_candidates: int = 0) -> list[CallPlan]:
-    """The `connected` check's calls and the probes' (and the judge's) for the candidates that
-    pass the checks now, plus `planned_candidates` not generated yet."""
+    """The checker's calls and the probes' (and the judge's) for the candidates that pass the
+    checks now, plus `planned_candidates` not generated yet."""
     candidates = read_jsonl(ctx.path(CANDIDATES), Candidate)
-    report = check_all(candidates, ctx.options.checks.limits)
+    report = format_checks(candidates, ctx.options.checks.limits)
     passed = [c for c, v in zip(candidates, report.validations, strict=True) if v.passed]
     plans = _probe_estimate(ctx, passed, planned_candidates)
     settings = resolve_settings(ctx.options.llm, default_cache=ctx.path(LLM_CACHE))
-    model = checker_model(ctx, settings.model or settings.local)
+    generator = settings.model or settings.local
+    model = checker_model(ctx, generator)
     if model is not None:
-        plans.insert(0, _connected_estimate(ctx, model, passed, planned_candidates))
+        # The generator as checker answered while composing: its answers are in the cache.
+        composed = model == generator and not settings.uses_local_model
+        plan = _checker_estimate(ctx, model, passed, 0 if composed else planned_candidates)
+        if composed and planned_candidates:
+            plan.notes.append(f"checker: the {planned_candidates} candidates not generated yet "
+                              "are checked while composing (counted under generate)")
+        plans.insert(0, plan)
     return plans
 
 
-def _connected_estimate(
+def _checker_estimate(
     ctx: RunContext, model: str, passed: list[Candidate], planned_candidates: int
 ) -> CallPlan:
-    """Closed-book calls: the masked question of each easy item (two per hard item), and each
-    item's own question as of the cutoff."""
+    """The checker's calls: guesses at the masked question of each easy item (two per hard
+    item) and at each item's whole question, and each item answered with its event. A judge
+    call is made only where a guess and the answer share words without being the same name:
+    not planned."""
     from cuqa_builder.llm.estimate import CallPlan, calibration
 
     settings = model_settings(ctx.options, ctx.path(LLM_CACHE), model,
                               ctx.options.checks.check_base_url)
     plan = CallPlan(model, calibration(settings, model), rounds=1)
-    asked, guessed = load_prompt(CONNECTED_TEMPLATE), load_prompt(GUESS_TEMPLATE)
+    guess, open_book = load_prompt(GUESS_TEMPLATE), load_prompt(OPEN_BOOK_TEMPLATE)
+    cutoff = cutoff_phrase(ctx.window.label)
     easy = [item for c in passed for item in (c.sub_items if c.difficulty == "hard" else [c])]
-    prompts = [(CONNECTED_TEMPLATE, asked.render(question=masked_question(item)))
-               for item in easy]
-    prompts += [(GUESS_TEMPLATE, guessed.render(question=c.question, cutoff=ctx.window.label))
-                for c in passed]
-    typical = "x" * plan.calibration.chars(20)
-    for_each_planned = [(CONNECTED_TEMPLATE, asked.render(question=typical)),
-                        (GUESS_TEMPLATE, guessed.render(question=typical,
-                                                        cutoff=ctx.window.label))]
-    prompts += for_each_planned * planned_candidates
+    typical = "x" * plan.calibration.chars(25)
+    questions = [masked_question(item) for item in easy] + [c.question for c in passed]
+    questions += [typical, typical] * planned_candidates
+    for question in questions:
+        plan.add("checker: guesses", len(guess.render(question=question, cutoff=cutoff)),
+                 int(GUESS_SAMPLING["max_tokens"]), GUESS_OUT_TOKENS, template=GUESS_TEMPLATE)
+    with_event = [(c.question, c.event.text, _passage(c)) for c in passed]
+    with_event += [(typical, typical * 2, typical * 8)] * planned_candidates
+    for question, event, passage in with_event:
+        prompt = open_book.render(question=question, event=event, passage=passage, date="",
+                                  cutoff=cutoff)
+        plan.add("checker: with the event", len(prompt), int(OPEN_BOOK_SAMPLING["max_tokens"]),
+                 OPEN_BOOK_OUT_TOKENS, template=OPEN_BOOK_TEMPLATE)
     if planned_candidates:
-        plan.notes.append(f"connected: the {planned_candidates} candidates not generated yet "
-                          "are assumed to pass the checks")
-    for template, prompt in prompts:
-        plan.add("connected", len(prompt), int(CHECK_SAMPLING["max_tokens"]), PROBE_OUT_TOKENS,
-                 template=template)
+        plan.notes.append(f"checker: the {planned_candidates} candidates not generated yet "
+                          "are assumed to pass the format checks")
+    plan.notes.append("checker: a judge call where a guess shares words with the answer "
+                      "without naming it is not planned")
     return plan
+
+
+def _passage(candidate: Candidate) -> str:
+    return " ".join(item.intermediates.known_passage for item in
+                    (candidate.sub_items if candidate.difficulty == "hard" else [candidate])
+                    if item.intermediates is not None)
 
 
 def _probe_estimate(
@@ -271,8 +299,8 @@ async def _criticise(
 
 
 def checker_model(ctx: RunContext, planned: str | None = None) -> str | None:
-    """The `connected` check's model: --check-model, else the generator (recorded, or
-    `planned` before generation ran); None: no check."""
+    """The checker's model: --check-model, else the generator (recorded, or `planned` before
+    generation ran); None: no checker (turned off, or nothing to default to)."""
     chosen = ctx.options.checks.check_model
     if chosen == "none":
         return None
@@ -280,24 +308,47 @@ def checker_model(ctx: RunContext, planned: str | None = None) -> str | None:
     return chosen or (generation.model if generation else planned)
 
 
-async def _check_connected(
+def _not_asked(ctx: RunContext) -> str:
+    if ctx.options.checks.check_model == "none":
+        return "checker: not asked (--check-model none turned its four checks off)"
+    return "checker: not asked (this run has no generator to default to: give --check-model)"
+
+
+async def _ask_checker(
     ctx: RunContext, model: str, candidates: Sequence[Candidate], report: CheckReport
 ) -> str:
-    """Ask the checker about the candidates that passed the checks so far; returns a summary."""
+    """Ask the checker about the candidates that passed the checks so far; returns a summary.
+    With --probe-model, that model (whose knowledge ends at the cutoff) makes the guesses at
+    the whole question."""
     from cuqa_builder.llm.gateway import open_gateway
 
+    options = ctx.options
     indexes = [i for i, v in enumerate(report.validations) if v.passed]
-    settings = model_settings(ctx.options, ctx.path(LLM_CACHE), model,
-                              ctx.options.checks.check_base_url)
-    async with open_gateway(settings) as gateway:
-        outcomes = await check_connected_all(
-            ConnectedChecker(gateway, ctx.window.label), [candidates[i] for i in indexes],
-            progress=not ctx.options.quiet,
-        )
-        record_connected(report, indexes, outcomes, gateway.model)
-        return (f"connected: {len(indexes)} candidates asked with the event masked, by "
-                f"{gateway.model}; {gateway.stats.calls} calls, {gateway.stats.cache_hits} from "
-                "the cache")
+    settings = model_settings(options, ctx.path(LLM_CACHE), model, options.checks.check_base_url)
+    async with AsyncExitStack() as stack:
+        gateway = await stack.enter_async_context(open_gateway(settings))
+        guesser = None
+        if options.checks.probe_model:
+            probe = probe_settings(options, ctx.path(LLM_CACHE))[0]
+            guesser = gateway if probe == settings else await stack.enter_async_context(
+                open_gateway(probe))
+        checker = ItemChecker(gateway, ctx.window.label, counted=options.checks.guesses,
+                              guesser=guesser)
+        outcomes = await check_all(checker, [candidates[i] for i in indexes],
+                                   progress=not options.quiet)
+        record_checker(report, indexes, outcomes, gateway.model)
+        calls = gateway.stats.calls + (guesser.stats.calls if guesser not in (None, gateway)
+                                       else 0)
+        hits = gateway.stats.cache_hits + (guesser.stats.cache_hits
+                                           if guesser not in (None, gateway) else 0)
+        whole = (f"{guesser.model}, a model whose knowledge ends at the cutoff (--probe-model)"
+                 if guesser is not None else
+                 f"{gateway.model}, told to know nothing after {cutoff_phrase(ctx.window.label)}"
+                 " (a model that knows later events errs towards failing: --probe-model for a "
+                 "model of the cutoff)")
+        return (f"checker: {len(indexes)} candidates asked by {gateway.model}; guesses counted: "
+                f"the first {options.checks.guesses} of 5; the whole question guessed by "
+                f"{whole}; {calls} calls, {hits} from the cache")
 
 
 def _grounding(
@@ -372,7 +423,10 @@ def _summary(
     total = len(report.validations)
     names = (*CHECK_NAMES, STALE) if report.applied[STALE] else CHECK_NAMES
     lines = [f"validate: {passed} of {total} candidates passed, {total - passed} failed {dataset}"]
-    if total and not passed:
+    if errors := report.failed[CHECKER_ERROR]:  # first: it explains the rest
+        lines.append(f"  the checker could not be asked about {errors} candidates (they fail "
+                     f"{CHECKER_ERROR}): run validate again once it answers")
+    if total and not passed and not report.failed[CHECKER_ERROR]:
         shown = [*names, *(name for _, more in extra for name in more)]
         lines.append(_nothing_passed(report, shown, known_source))
     lines += _count_table(report, names)
@@ -380,8 +434,6 @@ def _summary(
         lines += [headline, *(_count_table(report, more) if more else [])]
     if errors := report.failed[PROBE_ERROR]:
         lines.append(f"  {errors} candidates could not be probed: run validate again")
-    if errors := report.failed[CONNECTED_ERROR]:
-        lines.append(f"  {errors} candidates could not be asked by the checker: run again")
     if errors := report.failed[CRITIC_ERROR]:
         lines.append(f"  {errors} candidates could not be judged by the critic: run again")
     return "\n".join([*lines, *yield_lines])
@@ -393,7 +445,7 @@ def run(ctx: RunContext) -> str:
     options = ctx.options
     limits = options.checks.limits
     grounding, grounding_line = _grounding(ctx, candidates)
-    report = check_all(candidates, limits, [_grounding_failures(v) for v in grounding])
+    report = format_checks(candidates, limits, [_grounding_failures(v) for v in grounding])
     grounded = [v for verdicts in grounding for v in verdicts]
     report.applied.update(v.check for v in grounded)
     extra: list[tuple[str, Sequence[str]]] = [
@@ -402,16 +454,14 @@ def run(ctx: RunContext) -> str:
     _mark_stale(ctx, candidates, report)
     settings = ValidationInfo(limits=limits)
     if model := checker_model(ctx):
-        line = asyncio.run(_check_connected(ctx, model, candidates, report))
-        extra.append((line, CONNECTED_CHECKS))
+        line = asyncio.run(_ask_checker(ctx, model, candidates, report))
+        extra.append((line, CHECKER_CHECKS))
         settings = settings.model_copy(update={
-            "check_model": model,
-            "prompts": {name: load_prompt(name).sha256
-                        for name in (CONNECTED_TEMPLATE, GUESS_TEMPLATE)},
+            "check_model": model, "guesses": options.checks.guesses,
+            "prompts": {name: load_prompt(name).sha256 for name in CHECKER_TEMPLATES},
         })
     else:
-        extra.append(("connected: not checked (no generator recorded and no --check-model)",
-                      ()))
+        extra.append((_not_asked(ctx), ()))
     if options.checks.probe_model:
         model, judge_name, stats = asyncio.run(
             _probe(options, ctx.path(LLM_CACHE), candidates, report)
@@ -446,8 +496,11 @@ def run(ctx: RunContext) -> str:
     save_run_info(ctx.out, validation=settings)  # what the release's card reports
     failures = read_jsonl(ctx.path(GENERATION_FAILURES), GenerationFailure)
     generation = load_run_info(ctx.out).generation
-    return _summary(report, len(passed), dataset, extra, yield_lines(validated, failures),
-                    generation.known_source if generation else None)
+    summary = _summary(report, len(passed), dataset, extra, yield_lines(validated, failures),
+                       generation.known_source if generation else None)
+    if report.failed[CHECKER_ERROR]:  # the verdicts are written; the run is not finished
+        raise CheckerUnanswered(summary)
+    return summary
 
 
 def _write_dataset(

@@ -16,15 +16,11 @@ from datetime import date
 from functools import cache
 
 from cuqa_builder.records import Candidate, CheckFailure, EventRef, Validation, answer_aliases
+from cuqa_builder.similarity import SIMILAR, wording_similarity
 from cuqa_builder.text import contains_answer, normalize_answer
 from cuqa_builder.validation.limits import Limits
-from cuqa_builder.validation.near_duplicates import (
-    NEAR_DUPLICATE,
-    SIMILAR,
-    find_near_duplicates,
-    wording_similarity,
-)
-from cuqa_builder.validation.question_form import RESIDUE, second_question
+from cuqa_builder.validation.near_duplicates import NEAR_DUPLICATE, find_near_duplicates
+from cuqa_builder.verification.question_form import RESIDUE, second_question
 from cuqa_builder.window import WindowError, parse_cutoff
 
 # A "?" that ends a sentence: closing quotes/brackets may follow, then the end or a new sentence

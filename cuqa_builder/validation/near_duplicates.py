@@ -1,4 +1,4 @@
-"""Near-duplicates: the same item reworded (rapidfuzz lives here, and only here).
+"""Near-duplicates: the same item reworded.
 
 Two items are near-duplicates when they ask about the same event with the same answer (items of
 the same difficulty: a hard item ends on an easy item's event and answer by design), or when
@@ -14,19 +14,11 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from rapidfuzz import fuzz
-
 from cuqa_builder.records import Candidate, CheckFailure
+from cuqa_builder.similarity import SIMILAR, overlap_similarity
 from cuqa_builder.text import normalize_answer
 
 NEAR_DUPLICATE = "near_duplicate"
-SIMILAR = 90.0  # rapidfuzz token_set_ratio, 0-100
-
-
-def wording_similarity(a: str, b: str) -> float:
-    """0-100: how alike two questions are word for word, order ignored, extra words counted
-    (so a merge that adds the other sub-question to one of them is not "alike")."""
-    return fuzz.token_sort_ratio(normalize_answer(a), normalize_answer(b))
 
 
 def _related(a: Candidate, b: Candidate) -> bool:
@@ -42,7 +34,7 @@ def _why_alike(a: Candidate, b: Candidate) -> str | None:
         normalize_answer(a.answer) == normalize_answer(b.answer)
     ):
         return "same event and answer"
-    score = fuzz.token_set_ratio(normalize_answer(a.question), normalize_answer(b.question))
+    score = overlap_similarity(a.question, b.question)
     return f"questions {score:.0f}% alike" if score >= SIMILAR else None
 
 

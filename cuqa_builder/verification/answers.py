@@ -1,0 +1,78 @@
+"""Whether a reply names the item's answer, however worded (SPEC 2.9).
+
+First by the answer's names: the answer, its aliases (the name as written, the article title,
+the bold names of the article's lead, the redirects that led to it), a plural, an acronym. When
+the strings still differ but share a word ("Israeli Ground Forces" / "IDF Ground Forces", "the
+2023 final" / "2023 FIFA Women's World Cup final"), or one holds the other ("Paris" / "Paris
+Saint-Germain"), a judge decides: one call through the gateway, cached like every other. Strings
+with no word in common are different answers without a call.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from cuqa_builder.judge import judge
+from cuqa_builder.llm.client import LLMClient
+from cuqa_builder.records import Candidate
+from cuqa_builder.text import contains_answer, normalize_answer
+
+JUDGE_PROMPT = "reworded"  # names the several acceptable forms of an answer
+BY_ALIAS, BY_JUDGE = "alias", "judge"
+# Words two different names share without naming the same thing; a closed class.
+_SHARED_FILLER = frozenset({
+    "of", "and", "for", "in", "on", "at", "to", "by", "with", "de", "la", "le", "el", "al", "y",
+    "s", "national", "team", "republic", "city", "state", "county", "province", "district",
+    "party", "university", "club", "fc", "international", "united", "new", "saint", "st",
+})
+_NO_ANSWER = re.compile(r"^(?:unknown|none|n/?a|no idea|i don't know|not sure|-)$")
+
+
+def answer_names(item: Candidate) -> list[str]:
+    """Every form the item's answer may be given in."""
+    return list(dict.fromkeys(n for n in (item.answer, *item.answer_aliases) if n.strip()))
+
+
+def _initials(name: str) -> str:
+    words = [w for w in re.split(r"[\s-]+", name) if w and w.lower() not in {"of", "the", "and"}]
+    return "".join(w[0] for w in words).upper()
+
+
+def _acronym(said: str, name: str) -> bool:
+    """"NATO" for "North Atlantic Treaty Organization", "USA" for "United States of America"."""
+    short = said.replace(".", "").strip()
+    return 2 <= len(short) <= 6 and short.isupper() and len(name.split()) >= 2 \
+        and short == _initials(name)
+
+
+def _words(text: str) -> set[str]:
+    return set(normalize_answer(text).split()) - _SHARED_FILLER
+
+
+def decided(said: str, names: Sequence[str]) -> bool | None:
+    """True when `said` names one of `names` (whole words, normalised; a plural: "Armenians"
+    names "Armenian"; an acronym either way); False when it gives no answer or shares no word
+    with any; None when only a judge can tell."""
+    said = said.strip()
+    if not said or _NO_ANSWER.match(normalize_answer(said)):
+        return False
+    for name in names:
+        if contains_answer(said, name) or contains_answer(said, f"{name}s") \
+                or _acronym(said, name) or _acronym(name, said):
+            return True
+    said_words = _words(said)
+    if any(said_words & _words(name) or contains_answer(name, said) for name in names):
+        return None
+    return False
+
+
+async def names_the_answer(
+    client: LLMClient, question: str, said: str, names: Sequence[str]
+) -> str | None:
+    """How `said` names the answer (`alias` or `judge`), or None when it does not."""
+    verdict = decided(said, names)
+    if verdict is None:
+        verdict = await judge(client, question, said, list(names), prompt_name=JUDGE_PROMPT)
+        return BY_JUDGE if verdict else None
+    return BY_ALIAS if verdict else None

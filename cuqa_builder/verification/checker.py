@@ -1,0 +1,226 @@
+"""The checker's four checks on an item, asked through the gateway (SPEC 2.9, "verified both
+ways"). Both the connected recipe (while it composes, so that a failing bridge is replaced) and
+the validate stage (which then reads the answers from the cache) call `ItemChecker`.
+
+Without the event, the checker must guess (five guesses, ranked; the first `counted` count):
+- `connected`: the question with the event masked (each easy item of a hard one). The answer
+  among the guesses means the known part gives it away: a shortcut (MuSiQue's filter).
+- `unknown_before_cutoff`: the whole question, by a model that knows only what was known at the
+  cutoff (`guesser`, when one is given, e.g. `--probe-model`), else by the checker told so. The
+  answer among the guesses means it is guessable from older knowledge. A checker that knows
+  later events cannot truly forget them: told so, it errs towards failing.
+With the event (open book: the news item as dated on its page, and the known passage as of the
+cutoff), the checker answers the question and says what else fits:
+- `answered_with_event`: its answer must be the item's (a known hop that changed by the event's
+  date, a garbled question or a wrong bridge gives another one);
+- `one_answer`: nothing else named in the event may fit the description, and the question may
+  have no other right answer.
+An answer is the item's however worded: its names first, then one judge call (`answers.py`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+
+from cuqa_builder.llm.client import LLMClient, prompt_request
+from cuqa_builder.llm.types import ChatRequest, ChatResult
+from cuqa_builder.prompts import load_prompt
+from cuqa_builder.records import Candidate, CheckerKnowledge, CheckerVerdict, PromptCall
+from cuqa_builder.verification import DEFAULT_GUESSES_COUNTED, GUESSES_ASKED
+from cuqa_builder.verification.answers import answer_names, names_the_answer
+from cuqa_builder.verification.masking import masked_question
+from cuqa_builder.verification.names import names_of
+from cuqa_builder.verification.replies import parse_guesses, parse_open_book
+from cuqa_builder.window import parse_cutoff
+
+CONNECTED = "connected"
+UNKNOWN_BEFORE_CUTOFF = "unknown_before_cutoff"
+ANSWERED_WITH_EVENT = "answered_with_event"
+ONE_ANSWER = "one_answer"
+CHECKER_CHECKS = (CONNECTED, UNKNOWN_BEFORE_CUTOFF, ANSWERED_WITH_EVENT, ONE_ANSWER)
+GUESS_TEMPLATE = "guess_answers"
+OPEN_BOOK_TEMPLATE = "answer_with_event"
+JUDGE_TEMPLATE = "judge_reworded"
+CHECKER_TEMPLATES = (GUESS_TEMPLATE, OPEN_BOOK_TEMPLATE, JUDGE_TEMPLATE)
+# Greedy decoding makes a verdict repeatable; five short guesses, or three short lines.
+GUESS_SAMPLING = {"temperature": 0.0, "max_tokens": 80, "seed": 0}
+OPEN_BOOK_SAMPLING = {"temperature": 0.0, "max_tokens": 120, "seed": 0}
+# What each template's call is called in an item's record of calls.
+CALL_NAMES = {GUESS_TEMPLATE: "GuessAnswers", OPEN_BOOK_TEMPLATE: "AnswerWithEvent",
+              JUDGE_TEMPLATE: "SameAnswer"}
+_MONTH_CUTOFF = re.compile(r"^\d{4}-\d{2}$")
+
+
+def cutoff_phrase(label: str) -> str:
+    """How the prompts name the cutoff: "the end of April 2023", or "15 April 2023"."""
+    day = parse_cutoff(label)
+    return f"the end of {day:%B %Y}" if _MONTH_CUTOFF.match(label.strip()) else f"{day:%-d %B %Y}"
+
+
+def _easy_items(item: Candidate) -> Iterator[Candidate]:
+    if item.difficulty == "easy":
+        yield item
+    for sub in item.sub_items:
+        yield from _easy_items(sub)
+
+
+def _bridge_names(item: Candidate) -> list[str]:
+    """The names of the things the item's descriptions stand for (an AAB bridge is its answer)."""
+    names: list[str] = []
+    for easy in _easy_items(item):
+        if easy.intermediates is not None:
+            names += names_of(easy.intermediates.cur_ent)
+        names += answer_names(easy)
+    return names
+
+
+@dataclass
+class _Recorder:
+    """The checker's client, keeping each call as an item records its calls."""
+
+    client: LLMClient
+    calls: list[PromptCall] = field(default_factory=list)
+
+    @property
+    def model(self) -> str:
+        return self.client.model
+
+    async def chat(self, request: ChatRequest) -> ChatResult:
+        result = await self.client.chat(request)
+        self.calls.append(PromptCall(
+            function=CALL_NAMES.get(request.template or "", request.template or "check"),
+            template_hash=request.template_hash or "", raw=result.text,
+            parsed=result.text.strip(), seed=request.seed,
+            prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
+        ))
+        return result
+
+
+@dataclass
+class Outcome:
+    """An item's verdicts, and the calls asked for them (compose time records them)."""
+
+    verdicts: list[CheckerVerdict]
+    calls: list[PromptCall]
+
+    @property
+    def failed(self) -> CheckerVerdict | None:
+        return next((v for v in self.verdicts if not v.passed), None)
+
+
+@dataclass
+class ItemChecker:
+    client: LLMClient  # the checker: open book, judge, and the guesses without a `guesser`
+    cutoff: str  # the cutoff as the run's label ("2023-04")
+    counted: int = DEFAULT_GUESSES_COUNTED
+    guesser: LLMClient | None = None  # a model whose knowledge ends at the cutoff
+
+    @property
+    def knowledge(self) -> CheckerKnowledge:
+        return "cutoff" if self.guesser is not None else "told"
+
+    async def check(self, item: Candidate, *, fail_fast: bool = False) -> Outcome:
+        """Every check of the item; with `fail_fast`, in order until one fails (compose time:
+        the bridge is replaced, the rest need not be asked)."""
+        recorder = _Recorder(self.client)
+        guesser = _Recorder(self.guesser) if self.guesser is not None else recorder
+        asks: list[Callable[[], Awaitable[list[CheckerVerdict]]]] = [
+            *(self._connected_ask(recorder, easy, item) for easy in _easy_items(item)),
+            lambda: self._unknown_before_cutoff(guesser, recorder, item),
+            lambda: self._open_book(recorder, item),
+        ]
+        verdicts: list[CheckerVerdict] = []
+        if fail_fast:
+            for ask in asks:
+                verdicts += await ask()
+                if any(not v.passed for v in verdicts):
+                    break
+        else:
+            for found in await asyncio.gather(*(ask() for ask in asks)):
+                verdicts += found
+        calls = recorder.calls + (guesser.calls if guesser is not recorder else [])
+        return Outcome(verdicts, calls)
+
+    def _connected_ask(self, client: _Recorder, easy: Candidate, item: Candidate
+                       ) -> Callable[[], Awaitable[list[CheckerVerdict]]]:
+        async def ask() -> list[CheckerVerdict]:
+            verdict = await self._guesses(client, client, easy, masked_question(easy), CONNECTED)
+            return [verdict.model_copy(update={"item": easy.id}) if easy is not item
+                    else verdict]
+        return ask
+
+    async def _unknown_before_cutoff(self, guesser: _Recorder, judge: _Recorder,
+                                     item: Candidate) -> list[CheckerVerdict]:
+        return [await self._guesses(guesser, judge, item, item.question, UNKNOWN_BEFORE_CUTOFF)]
+
+    async def _guesses(self, client: _Recorder, judge: _Recorder, item: Candidate,
+                       question: str, check: str) -> CheckerVerdict:
+        template = load_prompt(GUESS_TEMPLATE)
+        result = await client.chat(prompt_request(
+            template, {"question": question, "cutoff": cutoff_phrase(self.cutoff)},
+            **GUESS_SAMPLING))
+        guesses = parse_guesses(result.text)[:GUESSES_ASKED]
+        matched = None
+        for guess in guesses[: self.counted]:
+            if how := await names_the_answer(judge, question, guess, answer_names(item)):
+                matched = f"{guess} ({how})"
+                break
+        return CheckerVerdict(
+            check=check, question=question, reply=result.text.strip(), model=client.model,
+            passed=bool(guesses) and matched is None, guesses=guesses, counted=self.counted,
+            knowledge=self.knowledge if check == UNKNOWN_BEFORE_CUTOFF else "told",
+            matched=matched,
+        )
+
+    async def _open_book(self, client: _Recorder, item: Candidate) -> list[CheckerVerdict]:
+        easy = list(_easy_items(item))
+        template = load_prompt(OPEN_BOOK_TEMPLATE)
+        result = await client.chat(prompt_request(template, {
+            "date": "; ".join(f"{e.event.date:%-d %B %Y}" for e in easy),
+            "event": " ".join(e.event.text for e in easy),
+            "passage": " ".join(e.intermediates.known_passage for e in easy
+                                if e.intermediates is not None),
+            "cutoff": cutoff_phrase(self.cutoff), "question": item.question,
+        }, **OPEN_BOOK_SAMPLING))
+        reply = parse_open_book(result.text)
+        names = answer_names(item)
+        how = await names_the_answer(client, item.question, reply.answer, names)
+        others = [o for o in (*reply.other_fits, *reply.other_answers)
+                  if not await self._is_the_item(client, item, o)]
+        common = {"question": item.question, "reply": result.text.strip(),
+                  "model": client.model, "answer": reply.answer}
+        return [
+            CheckerVerdict(check=ANSWERED_WITH_EVENT, passed=how is not None,
+                           matched=f"{reply.answer} ({how})" if how else None, **common),
+            CheckerVerdict(check=ONE_ANSWER, passed=not others, others=others, **common),
+        ]
+
+    async def _is_the_item(self, client: _Recorder, item: Candidate, other: str) -> bool:
+        """Whether an "other" the checker lists is the answer or a bridge after all."""
+        if other.casefold() in {n.casefold() for n in _bridge_names(item)}:
+            return True
+        return await names_the_answer(client, item.question, other, answer_names(item)) \
+            is not None
+
+
+def failure_reason(verdict: CheckerVerdict) -> str:
+    """Why a verdict fails its item, for a person to read."""
+    on = f" ({verdict.item})" if verdict.item else ""
+    guesses = "; ".join(verdict.guesses[: verdict.counted or None])
+    if verdict.check in (CONNECTED, UNKNOWN_BEFORE_CUTOFF) and not verdict.guesses:
+        return f'{verdict.model} gave no guesses to "{verdict.question}"{on}: nothing measured'
+    if verdict.check == CONNECTED:
+        return (f'with the event masked, "{verdict.question}", {verdict.model} guesses the '
+                f"answer: {verdict.matched} among \"{guesses}\"{on}")
+    if verdict.check == UNKNOWN_BEFORE_CUTOFF:
+        who = ("knowing only what was known at the cutoff" if verdict.knowledge == "cutoff"
+               else "told to know nothing after the cutoff")
+        return (f"{verdict.model}, {who}, guesses the answer: {verdict.matched} among "
+                f'"{guesses}"')
+    if verdict.check == ANSWERED_WITH_EVENT:
+        return f'with the event in hand, {verdict.model} answers "{verdict.answer}" instead'
+    return (f"with the event in hand, {verdict.model} finds more than one answer: "
+            f"{'; '.join(verdict.others)}")

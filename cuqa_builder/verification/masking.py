@@ -1,0 +1,62 @@
+"""An item's question with its event masked: what the question says of the bridge without the
+event. The connected recipe records it when it composes an item (the known question with the
+bridge's description cut to its head, "a certain Danish cyclist"); for the paper's recipe it is
+the known question with the bridge masked (ABC), or the known question as it is (AAB: it asks for
+the answer itself)."""
+
+from __future__ import annotations
+
+import re
+
+from cuqa_builder.records import Candidate
+from cuqa_builder.verification.names import kind_of, names_of, substitute
+
+# The small words a noun phrase's head never ends with: a head cut before its object ("a
+# certain town near") would leave the masked question dangling. A closed class.
+_FUNCTION_WORDS = frozenset({
+    "a", "an", "the", "of", "in", "at", "on", "from", "by", "during", "near", "to", "through",
+    "with", "under", "over", "for", "into", "across", "against", "behind", "beside", "between",
+    "within", "around", "after", "before", "along", "among", "about", "and", "or", "but", "its",
+    "their", "his", "her", "whose", "that", "which", "who", "whom", "where", "when", "as",
+})
+_PREPOSITIONS = (
+    "in|at|on|from|by|during|near|to|through|with|under|over|for|into|across|against|behind"
+    "|beside|between|within|around|after|before|along|among|of"
+)
+# Where a description's head (what the bridge is) ends and the event's part begins.
+_EVENT_PART = re.compile(
+    rf"\s+(?:whose|that|which|who|whom|where|when|(?:{_PREPOSITIONS})\s+(?:which|whom|whose))\b"
+    r"|,|\s+\w+(?:ed|ing)\b"
+    # the irregular past participles a description opens its event with
+    r"|\s+(?:struck|hit|held|won|lost|led|made|sent|found|built|chosen|taken|given|shot|beaten"
+    r"|seen|known|run|born|drawn|set|put|cut|sold|bought|met|told|brought|fought|caught)\b"
+)
+
+
+def _strip_the(phrase: str) -> str:
+    return phrase[4:] if phrase.lower().startswith("the ") else phrase
+
+
+def masked_description(description: str) -> str:
+    """The description with the event's part taken out: "the Danish cyclist who won ..." ->
+    "a certain Danish cyclist". What is left is what the merged question says of the bridge
+    without the event, so the checker sees a nationality or a home city it gives. The head
+    never ends with a preposition or another small word ("the town near which ..." ->
+    "a certain town")."""
+    words = _EVENT_PART.split(_strip_the(description), maxsplit=1)[0].split()
+    while words and words[-1].lower() in _FUNCTION_WORDS:
+        words.pop()
+    return f"a certain {' '.join(words) or 'one'}"
+
+
+def masked_question(item: Candidate) -> str:
+    """The easy item's question with the event masked."""
+    steps = item.intermediates
+    assert steps is not None, "an easy item keeps its intermediates"
+    if steps.masked_question:
+        return steps.masked_question
+    if steps.branch == "AAB":
+        return steps.known_question
+    masked = substitute(steps.known_question, names_of(steps.cur_ent),
+                        f"a certain {kind_of(steps.cur_ent)}")
+    return masked or steps.known_question
