@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from cuqa_builder.annotation.tasks import evidence
 from cuqa_builder.cli.build import main
 from cuqa_builder.generation.algorithm import KnownArticle
 from cuqa_builder.generation.connected import (
+    THE_EVENT_ITSELF,
     ConnectedGenerator,
     _bridge,
     about_the_event,
@@ -93,7 +95,7 @@ def _api_key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _build(out: Path, llm: ScriptedLLM, stage: str, *extra: str) -> int:
     return main(["--cutoff", "2023-04", "--until", "2023-12-31", "--source", str(SAMPLE),
-                 "--out", str(out), "--limit", "4", "--stage", stage, "-q",
+                 "--out", str(out), "--limit", "5", "--stage", stage, "-q",
                  "--base-url", llm.base_url, "--model", "scripted", *extra])
 
 
@@ -347,3 +349,17 @@ def test_a_resumed_run_keeps_its_recipe_and_another_is_refused(tmp_path: Path) -
         assert main([*argv, "--prompts", "connected"]) == 2
     info = load_run_info(tmp_path).generation
     assert info is not None and info.recipe == "paper"
+
+
+def test_the_event_itself_is_no_bridge() -> None:
+    """An election dated the event's year (or the topic the event is filed under) was scheduled
+    before the cutoff: described by its own news, it gives itself away."""
+    [event] = make_events(1)
+    event = event.model_copy(update={"entities": [
+        Entity(text="Guatemalan general election", label="LINK",
+               wiki_title=f"{event.date.year} Guatemalan general election"),
+        Entity(text="Semilla", label="ORG", wiki_title="Movimiento Semilla"),
+    ]})
+    counted: Counter[str] = Counter()
+    assert [e.text for e in ConnectedGenerator.bridge_candidates(event, counted)] == ["Semilla"]
+    assert counted == {THE_EVENT_ITSELF: 1}

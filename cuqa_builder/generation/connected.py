@@ -44,7 +44,7 @@ from cuqa_builder.generation.structural import describe_from_parse
 from cuqa_builder.grounding.keys import entity_key
 from cuqa_builder.prompts import load_prompt
 from cuqa_builder.records import Candidate, Entity, Event, Intermediates, PromptCall
-from cuqa_builder.verification.checker import CHECKER_TEMPLATES, failure_reason
+from cuqa_builder.verification.checker import CHECKER_TEMPLATES, cutoff_phrase, failure_reason
 from cuqa_builder.verification.masking import masked_description
 from cuqa_builder.verification.names import (
     canonical_name,
@@ -227,14 +227,21 @@ def _strip_the(phrase: str) -> str:
     return phrase[4:] if phrase.lower().startswith("the ") else phrase
 
 
-def about_the_event(entity: Entity, event: Event) -> bool:
-    """Whether a named thing is the event itself or named by it: a topic the event is filed
-    under, a name dated the event's year ("2023 Guatemalan general election"), or a name the
-    event's text holds. The known hop's answer must come from what was known, not the news."""
+THE_EVENT_ITSELF = "the event itself (a topic it is filed under, or a name dated its year)"
+
+
+def is_the_event(entity: Entity, event: Event) -> bool:
+    """A topic the event is filed under, or a name dated the event's year ("2023 Guatemalan
+    general election")."""
     names = names_of(entity)
     return (any(n.casefold() in {t.casefold() for t in event.topics} for n in names)
-            or any(str(event.date.year) in _YEAR.findall(n) for n in names)
-            or bool(names_found(event.text, names)))
+            or any(str(event.date.year) in _YEAR.findall(n) for n in names))
+
+
+def about_the_event(entity: Entity, event: Event) -> bool:
+    """Whether a named thing is the event itself or named by it. The known hop's answer must
+    come from what was known, not from the news."""
+    return is_the_event(entity, event) or bool(names_found(event.text, names_of(entity)))
 
 
 @dataclass(frozen=True)
@@ -272,8 +279,15 @@ class ConnectedGenerator(Generator):
     @classmethod
     def bridge_candidates(cls, event: Event, set_aside: Counter[str] | None = None
                           ) -> list[Entity]:
-        """Named things only (no demonyms, common nouns, offices, dates)."""
-        return usable(event.entities, set_aside)
+        """Named things only (no demonyms, common nouns, offices, dates), and not the event
+        itself: a thing dated the event's year or the topic it is filed under ("2023 Turkish
+        presidential election") was scheduled before the cutoff, and describing it by its own
+        news gives it away."""
+        named = usable(event.entities, set_aside)
+        kept = [e for e in named if not is_the_event(e, event)]
+        if set_aside is not None and len(kept) < len(named):
+            set_aside[THE_EVENT_ITSELF] += len(named) - len(kept)
+        return kept
 
     async def easy(self, event: Event) -> Candidate:
         """Up to `BRIDGE_TRIES` bridges, the drawn one first: an item the checker fails (its
@@ -348,7 +362,7 @@ class ConnectedGenerator(Generator):
         try:
             phrase = await self._step(DESCRIBE_BRIDGE, {
                 "event": event.text, "date": f"{event.date:%-d %B %Y}",
-                "bridge": bridge.entity.text, "cutoff": self.cutoff,
+                "bridge": bridge.entity.text, "cutoff": cutoff_phrase(self.cutoff),
                 "others": ", ".join(others) or "nothing else",
             }, draws, spent, check)
         except GenerationError as exc:
@@ -379,7 +393,7 @@ class ConnectedGenerator(Generator):
         if self.known_source == "wiki":
             return self.known_articles[bridge.key].passage
         return await self._step(KNOWN_PASSAGE, {
-            "entity": bridge.entity.text, "event": event.text, "cutoff": self.cutoff,
+            "entity": bridge.entity.text, "event": event.text, "cutoff": cutoff_phrase(self.cutoff),
         }, draws, spent)
 
     async def _known_answers(self, event: Event, passage: str, bridge: _Bridge
@@ -441,7 +455,8 @@ class ConnectedGenerator(Generator):
             return None
         parsed = await self._step(PROPERTY_QUESTION, {
             "passage": passage, "bridge": bridge.entity.text, "event": event.text,
-            "cutoff": self.cutoff, "answers": "\n".join(f"- {e.text}" for e in answers),
+            "cutoff": cutoff_phrase(self.cutoff),
+            "answers": "\n".join(f"- {e.text}" for e in answers),
         }, draws, spent, known_answer_check(bridge.names, answers))
         found = answer_and_question(parsed)
         if found is None:
@@ -496,7 +511,7 @@ class ConnectedGenerator(Generator):
         is none (an answer, not a refusal to ask again)."""
         category = await self._step(CATEGORY, {
             "bridge": bridge.entity.text, "passage": passage,
-            "cutoff": self.cutoff,
+            "cutoff": cutoff_phrase(self.cutoff),
         }, draws, spent, category_check(bridge.names))
         return None if _NONE.match(category) else _strip_the(category)
 
