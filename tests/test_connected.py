@@ -70,7 +70,7 @@ class ConnectedResponder:
             date = re.match(r"News of ([^:]+):", prompt)[1]
             item = hashlib.sha256(prompt.encode()).hexdigest()[:6]
             self.bridge_of[item] = re.search(r"identifies (.+?) only through", prompt)[1]
-            return Reply(text=f'Noun phrase: "The one at the centre of news item {item} of '
+            return Reply(text=f'Noun phrase: "The subject of news item {item} of '
                          f'{date}."')
         if "Choose the one of these named things" in prompt:
             bridge = re.search(r'single property of "([^"]+)"', prompt)[1]
@@ -124,7 +124,7 @@ def test_connected_items_are_the_known_question_with_the_bridge_described(
         assert steps is not None and item.generator.recipe == "connected"
         assert steps.known_source == "wiki" and steps.known_article is not None
         description = steps.bridge_description
-        assert description is not None and description.startswith("the one at the centre of")
+        assert description is not None and description.startswith("the subject of news item")
         assert description.endswith("2023") and steps.cur_ent.text not in description
         assert steps.unknown_question == f"What is {description}?"
         assert {"guess_answers", "answer_with_event"} <= item.generator.prompts.keys()

@@ -277,3 +277,8 @@ def test_the_open_book_reply_is_read_from_lines_or_json() -> None:
 ])
 def test_the_masked_head_never_leaves_a_word_dangling(description: str, masked: str) -> None:
     assert masked_description(description) == masked
+
+
+def test_a_reduced_relative_clause_ends_the_masked_head() -> None:
+    assert masked_description("the shipwreck a submersible was diving to when it imploded in "
+                              "June 2023") == "a certain shipwreck"

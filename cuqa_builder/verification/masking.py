@@ -27,6 +27,9 @@ _PREPOSITIONS = (
 _EVENT_PART = re.compile(
     rf"\s+(?:whose|that|which|who|whom|where|when|(?:{_PREPOSITIONS})\s+(?:which|whom|whose))\b"
     r"|,|\s+\w+(?:ed|ing)\b"
+    # a reduced relative clause: a new noun phrase or a verb right after the head ("the
+    # shipwreck a submersible was diving to")
+    r"|\s+(?:a|an|the|its|their|his|her|this|that|was|were|is|are|has|had|have)\b"
     # the irregular past participles a description opens its event with
     r"|\s+(?:struck|hit|held|won|lost|led|made|sent|found|built|chosen|taken|given|shot|beaten"
     r"|seen|known|run|born|drawn|set|put|cut|sold|bought|met|told|brought|fought|caught)\b"
