@@ -48,7 +48,7 @@ class ConnectedResponder:
     the item's answer with the event."""
 
     def __init__(self, shortcuts: dict[str, str] | None = None) -> None:
-        # question fragment -> the checker's guesses; "ANSWER" stands for the item's answer
+        # masked question fragment -> the checker's guesses; "ANSWER" stands for the answer
         self.shortcuts = dict(shortcuts or {})
         self.masked: list[str] = []
         self.guessed: list[str] = []
@@ -81,8 +81,10 @@ class ConnectedResponder:
         if prompt.startswith("Passage (as written before") and "category" in prompt:
             return Reply(text="member states of the Commonwealth")
         if prompt.startswith("Imagine you know everything"):
-            (self.masked if " a certain " in question else self.guessed).append(question)
-            reply = next((r for part, r in self.shortcuts.items() if part in question), None)
+            masked = " a certain " in question
+            (self.masked if masked else self.guessed).append(question)
+            reply = next((r for part, r in self.shortcuts.items() if masked and part in question),
+                         None)
             return Reply(text=(reply or NOT_IT).replace("ANSWER", self._answer(question)))
         return Reply(text="I do not understand.")
 
@@ -162,23 +164,25 @@ def test_a_shortcut_bridge_is_replaced_and_the_check_fails_an_item_with_none_lef
     made = read_jsonl(tmp_path / "candidates.jsonl", Candidate)
     [coronation] = [item for item in made if item.event.date.isoformat() == "2023-05-06"]
     items = {item.id: item for item in made if item is not coronation}
-    tried = [c for c in coronation.intermediates.calls if c.function == "GuessAnswers"]
+    tried = [c for c in coronation.intermediates.calls if c.rejected]
     assert len(tried) == 3 and all("the next bridge is tried" in c.rejected for c in tried)
+    assert [c.function for c in coronation.intermediates.calls].count("GuessAnswers") == 6
     assert [c.function for c in coronation.intermediates.calls].count("AnswerWithEvent") == 0
     for item in items.values():
         assert [c.rejected for c in item.intermediates.calls] == [None] * 5
-    assert generated == 3 * 3 + 5 * len(items)
+    # two guesses per bridge at once; none is answered with the event
+    assert generated == 3 * 4 + 5 * len(items)
     (tmp_path / "articles.jsonl").unlink()  # no grounding: its verdicts are not what is tested
     try:
         assert _build(tmp_path, llm, "validate", "--min-question-words", "3") == 0
-        # The generator asked the checks already; only the coronation's last two are new
-        # (generation stopped at its first refusal).
-        assert llm.calls == generated + 2
+        # The generator asked the checks already; only the coronation's answer with the event
+        # is new (generation stopped at its guesses).
+        assert llm.calls == generated + 1
         # Another checker model is asked anew: three calls per item that passed the checks.
         responder.shortcuts = {coronation.intermediates.masked_question: "ANSWER"}
         assert _build(tmp_path, llm, "validate", "--min-question-words", "3",
                       "--check-model", "checker") == 0
-        assert llm.calls == generated + 2 + 3 * (len(items) + 1)
+        assert llm.calls == generated + 1 + 3 * (len(items) + 1)
     finally:
         llm.__exit__(None, None, None)
     validated = {c.id: c for c in read_jsonl(tmp_path / "candidates.jsonl", Candidate)}

@@ -148,8 +148,8 @@ def test_the_masked_question_guessed_is_a_shortcut_and_stops_a_compose_time_chec
 ) -> None:
     with ScriptedLLM(Checker(_honest("Nasdaq", masked="Nasdaq\nNYSE\nLSE\nTSX\nSIX"))) as llm:
         outcome = _check(llm, tmp_path, _item(), fail_fast=True)
-        assert llm.calls == 1  # the first check failed: nothing more is asked
-    assert _verdicts(outcome) == {"connected": False}
+        assert llm.calls == 2  # both guesses at once; one failed: no answer with the event
+    assert _verdicts(outcome) == {"connected": False, "unknown_before_cutoff": True}
     assert "with the event masked" in failure_reason(outcome.verdicts[0])
 
 

@@ -18,6 +18,7 @@ one is replaced by the next.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -268,6 +269,19 @@ def _answer_names(entity: Entity) -> tuple[str, list[str]]:
     return answer, aliases
 
 
+@dataclass(frozen=True)
+class _KnownPart:
+    """What the item knows of the bridge: the passage, and the category holding it (AAB) or a
+    known answer with its question (ABC)."""
+
+    passage: str
+    category: str | None = None
+    k_ent: Entity | None = None
+    known: str | None = None
+    templated: bool = False  # the question from the infobox template file (no call)
+    fallback: str | None = None  # why the other branch than the one drawn
+
+
 @dataclass
 class ConnectedGenerator(Generator):
     recipe: ClassVar[str] = "connected"
@@ -332,11 +346,8 @@ class ConnectedGenerator(Generator):
         check's last call marked with why the bridge is replaced."""
         assert self.checker is not None
         outcome = await self.checker.check(item, fail_fast=True)
-        calls = outcome.calls
-        if (failed := outcome.failed) is not None and calls:
-            calls[-1] = calls[-1].model_copy(update={
-                "rejected": f"{failure_reason(failed)}: the next bridge is tried"})
-        spent += calls
+        spent += outcome.calls_marked(
+            lambda failed: f"{failure_reason(failed)}: the next bridge is tried")
         return outcome.failed is None
 
     async def _step(
@@ -410,9 +421,29 @@ class ConnectedGenerator(Generator):
 
     async def _compose(self, event: Event, bridge: _Bridge, draws: Draws,
                        spent: list[PromptCall]) -> Candidate:
+        """The description and the known part, asked together (neither needs the other: one
+        batch round fewer per bridge)."""
+        described, found = await asyncio.gather(
+            self._description(event, bridge, draws, spent),
+            self._known_part(event, bridge, draws, spent), return_exceptions=True)
+        errors = [e for e in (described, found) if isinstance(e, BaseException)]
+        for error in errors[1:]:  # the first is raised with its calls; keep the other's too
+            if isinstance(error, GenerationError):
+                spent += error.attempts
+        if errors:
+            raise errors[0]
+        assert isinstance(described, str) and isinstance(found, _KnownPart)
+        if found.category is not None:
+            return self._aab(event, bridge, described, found.passage, found.category, spent,
+                             fallback=found.fallback)
+        assert found.k_ent is not None and found.known is not None
+        return self._abc(event, bridge, found.k_ent, described, found.passage, found.known,
+                         spent, fallback=found.fallback, templated=found.templated)
+
+    async def _known_part(self, event: Event, bridge: _Bridge, draws: Draws,
+                          spent: list[PromptCall]) -> _KnownPart:
         """The drawn branch, else the other one: ABC needs a named thing of the passage that
         answers a property of the bridge, AAB a category holding the bridge."""
-        description = await self._description(event, bridge, draws, spent)
         passage = await self._known_passage(event, bridge, draws, spent)
         no_category = f"no category with several members holds {bridge.entity.text!r}"
         no_property = (f"no named thing of the known passage answers a lasting property of "
@@ -421,7 +452,7 @@ class ConnectedGenerator(Generator):
         if draws.aab and not self.structure_first:
             category = await self._category(bridge, passage, draws, spent)
             if category is not None:
-                return self._aab(event, bridge, description, passage, category, spent)
+                return _KnownPart(passage, category=category)
         fallback = no_category if draws.aab else None
         if self.structure_first:
             templated = self._infobox_hop(event, bridge, draws.k_fraction)
@@ -430,21 +461,17 @@ class ConnectedGenerator(Generator):
                                       f"infobox of {bridge.entity.text!r} has a question "
                                       "template (a small model writes no known question of "
                                       "its own)")
-            k_ent, known = templated
-            return self._abc(event, bridge, k_ent, description, passage, known, spent,
-                             fallback=fallback, templated=True)
+            return _KnownPart(passage, k_ent=templated[0], known=templated[1], templated=True,
+                              fallback=fallback)
         chosen = await self._property(event, bridge, passage, draws, spent)
         if chosen is not None:
-            k_ent, known = chosen
-            return self._abc(event, bridge, k_ent, description, passage, known, spent,
-                             fallback=fallback)
+            return _KnownPart(passage, k_ent=chosen[0], known=chosen[1], fallback=fallback)
         if draws.aab:
             raise GenerationError(CATEGORY.function, f"{no_category}, and {no_property}")
         category = await self._category(bridge, passage, draws, spent)
         if category is None:
             raise GenerationError(CATEGORY.function, f"{no_property}, and {no_category}")
-        return self._aab(event, bridge, description, passage, category, spent,
-                         fallback=no_property)
+        return _KnownPart(passage, category=category, fallback=no_property)
 
     async def _property(self, event: Event, bridge: _Bridge, passage: str, draws: Draws,
                         spent: list[PromptCall]) -> tuple[Entity, str] | None:

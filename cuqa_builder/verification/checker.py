@@ -99,16 +99,45 @@ class _Recorder:
         return result
 
 
-@dataclass
-class Outcome:
-    """An item's verdicts, and the calls asked for them (compose time records them)."""
+@dataclass(frozen=True)
+class Asked:
+    """One check asked: its verdicts, and the calls it made (the judge's included)."""
 
     verdicts: list[CheckerVerdict]
     calls: list[PromptCall]
 
+
+@dataclass
+class Outcome:
+    """An item's checks as asked (compose time records their calls)."""
+
+    asked: list[Asked]
+
+    @property
+    def verdicts(self) -> list[CheckerVerdict]:
+        return [v for a in self.asked for v in a.verdicts]
+
+    @property
+    def calls(self) -> list[PromptCall]:
+        return [c for a in self.asked for c in a.calls]
+
     @property
     def failed(self) -> CheckerVerdict | None:
         return next((v for v in self.verdicts if not v.passed), None)
+
+    def calls_marked(self, why: Callable[[CheckerVerdict], str]) -> list[PromptCall]:
+        """Every call, the first of each failing check marked `rejected` with `why`."""
+        marked = []
+        for asked in self.asked:
+            failed = next((v for v in asked.verdicts if not v.passed), None)
+            marked += [c.model_copy(update={"rejected": why(failed)})
+                       if failed is not None and i == 0 else c
+                       for i, c in enumerate(asked.calls)]
+        return marked
+
+
+# A check: (the checker's client, the guessing client) -> its verdicts.
+_Ask = Callable[["_Recorder", "_Recorder"], Awaitable[list[CheckerVerdict]]]
 
 
 @dataclass
@@ -123,30 +152,31 @@ class ItemChecker:
         return "cutoff" if self.guesser is not None else "told"
 
     async def check(self, item: Candidate, *, fail_fast: bool = False) -> Outcome:
-        """Every check of the item; with `fail_fast`, in order until one fails (compose time:
-        the bridge is replaced, the rest need not be asked)."""
-        recorder = _Recorder(self.client)
-        guesser = _Recorder(self.guesser) if self.guesser is not None else recorder
-        asks: list[Callable[[], Awaitable[list[CheckerVerdict]]]] = [
-            *(self._connected_ask(recorder, easy, item) for easy in _easy_items(item)),
-            lambda: self._unknown_before_cutoff(guesser, recorder, item),
-            lambda: self._open_book(recorder, item),
+        """Every check of the item, all at once; with `fail_fast`, the guesses first and the
+        answer with the event only when no guess named the answer (compose time: the bridge is
+        replaced, the rest need not be asked; two batch rounds, not three)."""
+        stages: list[list[_Ask]] = [
+            [*(self._connected_ask(easy, item) for easy in _easy_items(item)),
+             lambda client, guesser: self._unknown_before_cutoff(guesser, client, item)],
+            [lambda client, _: self._open_book(client, item)],
         ]
-        verdicts: list[CheckerVerdict] = []
-        if fail_fast:
-            for ask in asks:
-                verdicts += await ask()
-                if any(not v.passed for v in verdicts):
-                    break
-        else:
-            for found in await asyncio.gather(*(ask() for ask in asks)):
-                verdicts += found
-        calls = recorder.calls + (guesser.calls if guesser is not recorder else [])
-        return Outcome(verdicts, calls)
+        if not fail_fast:
+            stages = [[ask for stage in stages for ask in stage]]
+        outcome = Outcome([])
+        for stage in stages:
+            outcome.asked += await asyncio.gather(*(self._ask(ask) for ask in stage))
+            if outcome.failed is not None:
+                break
+        return outcome
 
-    def _connected_ask(self, client: _Recorder, easy: Candidate, item: Candidate
-                       ) -> Callable[[], Awaitable[list[CheckerVerdict]]]:
-        async def ask() -> list[CheckerVerdict]:
+    async def _ask(self, ask: _Ask) -> Asked:
+        client = _Recorder(self.client)
+        guesser = _Recorder(self.guesser) if self.guesser is not None else client
+        verdicts = await ask(client, guesser)
+        return Asked(verdicts, client.calls + (guesser.calls if guesser is not client else []))
+
+    def _connected_ask(self, easy: Candidate, item: Candidate) -> _Ask:
+        async def ask(client: _Recorder, _: _Recorder) -> list[CheckerVerdict]:
             verdict = await self._guesses(client, client, easy, masked_question(easy), CONNECTED)
             return [verdict.model_copy(update={"item": easy.id}) if easy is not item
                     else verdict]
