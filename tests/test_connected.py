@@ -257,12 +257,12 @@ def test_a_small_generator_takes_the_known_hop_from_the_infobox() -> None:
     infobox relation that the article's text also names, and k_ent is that relation's link."""
     page = next(p for p in iter_snapshot(articles_dir(SAMPLE)) if p.meta.title == "Morocco")
     text = article_text(page)
-    assert text.kind == "country" and text.relations["capital"].title == "Rabat"
+    relations = {r.parameter: r for r in text.relations}
+    assert text.kind == "country" and relations["capital"].values[0].title == "Rabat"
     known = {"Morocco": KnownArticle(
         passage=text.passage, links=text.lead_links, kind=text.kind,
         evidence=Evidence(title="Morocco", revid=1, timestamp="2023-01-01T00:00:00Z"),
-        relations={"capital": text.relations["capital"],
-                   "leader_name2": text.relations["leader_name2"]})}
+        relations=[relations["capital"], relations["leader_name2"]])}
     generator = ConnectedGenerator(None, None, seed=0, cutoff="2023-04",  # type: ignore[arg-type]
                                    known_articles=known, structure_first=True)
     bridge = Entity(text="Morocco", label="GPE", wiki_title="Morocco")

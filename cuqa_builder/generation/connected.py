@@ -51,7 +51,7 @@ from cuqa_builder.generation.structural import describe_from_parse
 from cuqa_builder.grounding.keys import entity_key
 from cuqa_builder.llm.client import prompt_request
 from cuqa_builder.prompts import load_prompt
-from cuqa_builder.records import Candidate, Entity, Event, Intermediates, PromptCall
+from cuqa_builder.records import Candidate, Entity, Event, Intermediates, Link, PromptCall
 from cuqa_builder.validation.connected import (
     CHECK_SAMPLING,
     CONNECTED_TEMPLATE,
@@ -402,17 +402,21 @@ class ConnectedGenerator(Generator):
         if not self.structure_first or article is None:
             return None
         questions = infobox_questions()
+        single: dict[str, Link] = {}  # one thing named (a list has no single answer)
+        for relation in article.relations:
+            if relation.parameter in questions and len(relation.values) == 1:
+                single.setdefault(relation.parameter, relation.values[0])
         usable_relations = [
-            (name, link) for name, link in article.relations.items() if name in questions
-            and set_aside_reason(k := Entity(text=link.text, label=LINK_LABEL,
-                                             wiki_title=link.title)) is None
+            (name, link) for name, link in single.items()
+            if set_aside_reason(k := Entity(text=link.text, label=LINK_LABEL,
+                                            wiki_title=link.title)) is None
             and not same_entity(k, bridge.entity)
         ]
         if not usable_relations:
             return None
         name, link = usable_relations[int(fraction * len(usable_relations))]
         k_ent = Entity(text=link.text, label=LINK_LABEL, wiki_title=link.title)
-        return k_ent, questions[name].format(bridge=bridge.entity.text)
+        return k_ent, questions[name].format(bridge=article.as_written(bridge.entity.text))
 
     async def _abc(self, event: Event, bridge: _Bridge, k_ent: Entity, description: str,
                    passage: str, draws: Draws, spent: list[PromptCall], fallback: str | None,
