@@ -30,7 +30,7 @@ from cuqa_builder.grounding.infobox import (
 from cuqa_builder.records import Link, Page
 from cuqa_builder.text import contains_answer
 from cuqa_builder.wiki.html import read_html
-from cuqa_builder.wiki.rendered import Rendered, drop_asides, tidy_separators
+from cuqa_builder.wiki.rendered import Section, drop_asides, tidy_separators
 from cuqa_builder.wiki.wikitext import infobox_source, iter_lines, parse_wikitext, render
 
 _SKIPPED_SECTIONS = frozenset({
@@ -47,7 +47,6 @@ _PASSAGE_SENTENCES = 8  # a lead longer than this is cut: a passage, not a whole
 _LABEL_LINE = re.compile(r"^[\w ,'’()-]{1,40}:$")
 _THE_BEFORE = re.compile(r"\b[Tt]he\s+$")
 _THE = re.compile(r"^the\s+", re.IGNORECASE)
-_ABBREVIATION_AFTER = re.compile(r"\s*\(([^()\s,;]{2,10})\)")
 _QUALIFIER = re.compile(r"\s*\([^()]*\)$")
 _INLINE_TAGS = frozenset({"i", "span", "small", "big", "u", "s", "abbr", "font"})
 
@@ -119,34 +118,41 @@ def _parse(title: str, wikitext: str, html: str | None) -> ArticleText:
         return _assemble(title, rendered.sections, rendered.bold, infobox_kind(template),
                          html_relations(rendered.rows, template))
     code = parse_wikitext(wikitext)
-    sections = [(heading, iter_lines(nodes)) for heading, nodes in _sections(code.nodes)]
-    rendered_sections = [(heading, [render(line.nodes, article=True) for line in lines])
-                         for heading, lines in sections]
-    first = next((line.nodes for line, text in zip(sections[0][1], rendered_sections[0][1],
-                                                   strict=True) if text.text), [])
+    sections, bold = _rendered_sections(code.nodes)
     template = infobox_template(code)
-    return _assemble(title, rendered_sections, _bold(first), infobox_kind(template),
-                     wikitext_relations(template))
+    return _assemble(title, sections, bold, infobox_kind(template), wikitext_relations(template))
 
 
-def _assemble(title: str, sections: Sequence[tuple[str, Sequence[Rendered]]],
-              bold: list[str], kind: str | None, relations: list[Relation]) -> ArticleText:
+def _rendered_sections(nodes: list[Node]) -> tuple[list[Section], list[str]]:
+    """The page's sections rendered line by line, and the bold names of its first paragraph."""
+    sections: list[Section] = []
+    bold: list[str] | None = None
+    for heading, level, section_nodes in _sections(nodes):
+        section = Section(heading, level)
+        for line in iter_lines(section_nodes):
+            section.lines.append(render(line.nodes, article=True))
+            if level == 0 and bold is None and section.lines[-1].text:
+                bold = _bold(line.nodes)
+        sections.append(section)
+    return sections, bold or []
+
+
+def _assemble(title: str, sections: Sequence[Section], bold: list[str], kind: str | None,
+              relations: list[Relation]) -> ArticleText:
     lead: list[str] = []
     lead_links: list[Link] = []
     sentences: list[str] = []
     links: list[Link] = []
-    for heading, lines in sections:
-        if heading in _SKIPPED_SECTIONS:
-            continue
+    for section in _read_sections(sections):
         found: list[str] = []
         found_links: list[Link] = []
-        for line in lines:
+        for line in section.lines:
             kept = drop_asides(line)
             text = tidy_separators(kept.text)
             if text and not _LABEL_LINE.match(text):
                 found += split_sentences(text)
                 found_links += kept.links
-        if heading == "":
+        if section.level == 0:
             lead, lead_links = found, found_links
         sentences += found
         links += found_links
@@ -156,16 +162,28 @@ def _assemble(title: str, sections: Sequence[tuple[str, Sequence[Rendered]]],
                        definite=_definite(" ".join(lead[:2]), [title, *names]))
 
 
-def _sections(nodes: list[Node]) -> Iterable[tuple[str, list[Node]]]:
-    """(heading, nodes) in page order; the lead has the heading ""."""
-    heading, current = "", []
+def _read_sections(sections: Iterable[Section]) -> Iterable[Section]:
+    """The sections that say something about the subject: not references, external links...
+    nor the subsections of those ("Further reading" > "Articles")."""
+    skipping_below: int | None = None
+    for section in sections:
+        if skipping_below is not None and section.level > skipping_below:
+            continue
+        skipping_below = section.level if section.heading in _SKIPPED_SECTIONS else None
+        if skipping_below is None:
+            yield section
+
+
+def _sections(nodes: list[Node]) -> Iterable[tuple[str, int, list[Node]]]:
+    """(heading, level, nodes) in page order; the lead has the heading "" and level 0."""
+    heading, level, current = "", 0, []
     for node in nodes:
         if isinstance(node, Heading):
-            yield heading, current
-            heading, current = str(node.title.strip_code()).strip().lower(), []
+            yield heading, level, current
+            heading, level, current = str(node.title.strip_code()).strip().lower(), node.level, []
         else:
             current.append(node)
-    yield heading, current
+    yield heading, level, current
 
 
 def _bold(nodes: Iterable[Node]) -> list[str]:
@@ -195,7 +213,6 @@ def _definite(lead: str, names: Sequence[str]) -> frozenset[str]:
         if found is None or not _THE_BEFORE.search(lead[:found.start()]):
             continue
         definite.add(name.casefold())
-        abbreviation = _ABBREVIATION_AFTER.match(lead, found.end())
-        if abbreviation:
-            definite.add(abbreviation.group(1).casefold())
+        abbreviated = rf"\b[Tt]he\s+{re.escape(name)}\s*\(([^()\s,;]{{2,10}})\)"
+        definite.update(found.group(1).casefold() for found in re.finditer(abbreviated, lead))
     return frozenset(definite)

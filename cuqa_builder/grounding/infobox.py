@@ -39,15 +39,19 @@ _PERSON_INFOBOX = re.compile(
 _BRACKETED = re.compile(r"\s*\([^()]*\)")
 # Parameters that label or caption another one, or only set how the infobox looks.
 _NOT_A_VALUE = re.compile(
-    r"(?:_type|_title|_label|_event|_year|_ref|_notes?|_footnotes?|_caption|_alt|_size|_width|"
+    r"(?:_label|_event|_year|_ref|_notes?|_footnotes?|_caption|_alt|_size|_width|"
     r"_upright|_link|_rank|_change|_display|_region|_magnitude|_pref|_format|_class|_style)"
     r"_?\d*$|^blank\d*_name|^footnote|^(?:image|img|logo|signature|map|pushpin|coordinates|"
     r"coord|static_image|alt|caption|mapframe|pattern_|leftarm|rightarm|body\d|shorts|socks|"
     r"shield|coa_)|^(?:embed|module|child|bodyclass|italic_title|flag|flaglink|seal|seallink|"
     r"latd|latm|lats|latns|longd|longm|longs|longew|landscape|pixels|mapsize|imagewidth|"
-    r"settlement_type|unit_pref|date_format|body|onlysourced|nocat|noicon|suppressfields)$",
+    r"settlement_type|sovereignty_type|unit_pref|date_format|body|onlysourced|nocat|noicon|"
+    r"suppressfields)$",
     re.IGNORECASE,
 )
+# `leader_title1`, `languages_type`, `leader1_type`: the label of another parameter, when the
+# infobox has it (`government_type` and `title` are values).
+_MAYBE_LABEL = re.compile(r"^(.+?)_(?:type|title)(\d*)$", re.IGNORECASE)
 # Values that name a place with the places holding it: "[[Ulm]], [[Württemberg]]".
 _PLACE = re.compile(
     r"place|location|headquarter|\bhq\b|residence|garrison|ground|venue|seat|resting|origin|"
@@ -135,7 +139,18 @@ def value_parameters(template: Template) -> list[str]:
     """The parameters holding a value (not a label, a caption, a file or a display setting)."""
     return [str(param.name).strip() for param in template.params
             if param.showkey and param.value.strip() and not _NOT_A_VALUE.search(
-                str(param.name).strip()) and not _SETTING.match(param.value.strip_code().strip())]
+                str(param.name).strip()) and not _labels_another(template, str(param.name).strip())
+            and not _SETTING.match(param.value.strip_code().strip())]
+
+
+def _labels_another(template: Template, name: str) -> bool:
+    found = _MAYBE_LABEL.match(name)
+    if found is None:
+        return False
+    base, number = found.groups()
+    labelled = [f"{base}{number}", f"{base}_name{number}", f"{base}_date{number}",
+                f"{base}_info{number}"]
+    return any(template.has(candidate) for candidate in labelled)
 
 
 def _label(template: Template, name: str) -> str | None:

@@ -20,14 +20,13 @@ import lxml.html
 from lxml.etree import ParserError
 
 from cuqa_builder.errors import CuqaError
-from cuqa_builder.records import Link
 from cuqa_builder.wiki.rendered import (
     FOREIGN_CLOSE,
     FOREIGN_OPEN,
     ITEM_BREAK,
-    LinkSpan,
     Rendered,
-    clean_text,
+    Section,
+    TextBuilder,
     superscript,
 )
 from cuqa_builder.wiki.wikitext import article_title
@@ -41,7 +40,8 @@ _UNREAD_TAGS = frozenset({"style", "script", "link", "meta", "noscript", "img", 
 _UNREAD_CLASSES = frozenset({
     "reference", "mw-ref", "IPA", "noexcerpt", "noprint", "metadata", "mw-editsection",
     "haudio", "error", "mw-empty-elt", "sortkey", "mw-cite-backlink", "geo-inline-hidden",
-    "geo-nondefault", "geo-multi-punct", "Z3988", "reflist", "navbox", "autonumber",
+    "geo-nondefault", "geo-multi-punct", "geo-default", "Z3988", "reflist", "navbox",
+    "autonumber",
 })
 # Namespaces whose links are not article links; a Help: link is a pronunciation key.
 _NOT_ARTICLES = frozenset({
@@ -60,8 +60,7 @@ class HtmlError(CuqaError, ValueError):
 class HtmlArticle:
     """What an article's rendered HTML says, in page order."""
 
-    # (heading in lower case, its paragraphs and list items); the lead has the heading ""
-    sections: list[tuple[str, list[Rendered]]] = field(default_factory=list)
+    sections: list[Section] = field(default_factory=list)  # the lead first
     bold: list[str] = field(default_factory=list)  # bold text of the lead's first paragraph
     rows: list[tuple[str, Rendered]] = field(default_factory=list)  # infobox: label -> value
 
@@ -73,25 +72,26 @@ def read_html(html: str) -> HtmlArticle:
     except (ParserError, ValueError) as exc:
         raise HtmlError(f"not HTML MediaWiki renders ({exc})") from None
     content = _content(container)
-    article = HtmlArticle()
-    heading, lines = "", []
+    article = HtmlArticle(sections=[Section("", 0)])
     infobox = None
     for element in content:
-        if not isinstance(element.tag, str) or _unread(element):
+        section = article.sections[-1]
+        if not isinstance(element.tag, str):
+            continue
+        if section.level == 0 and infobox is None and (infobox := _infobox(element)) is not None:
+            continue  # an infobox may carry a class read nowhere else ("haudio" for an album)
+        if _unread(element):
             continue
         found = _heading(element)
         if found is not None:
-            article.sections.append((heading, lines))
-            heading, lines = found, []
+            article.sections.append(found)
         elif element.tag == "p":
-            lines.append(render_element(element))
-            if heading == "" and not article.bold and lines[-1].text:
+            section.lines.append(render_element(element))
+            if section.level == 0 and not article.bold and section.lines[-1].text:
                 article.bold = _bold(element)
         elif element.tag in _LISTS:
-            lines += [render_element(item) for item in element if item.tag in ("li", "dd", "dt")]
-        elif heading == "" and infobox is None:
-            infobox = _infobox(element)
-    article.sections.append((heading, lines))
+            section.lines += [render_element(item) for item in element
+                              if item.tag in ("li", "dd", "dt")]
     article.rows = _rows(infobox) if infobox is not None else []
     return article
 
@@ -123,14 +123,15 @@ def _unread(element: lxml.html.HtmlElement) -> bool:
     return element.tag == "a" and _namespace(element.get("href") or "") == "help"
 
 
-def _heading(element: lxml.html.HtmlElement) -> str | None:
-    """The text of a section heading (`<h2>`, or `div.mw-heading` holding it), lower case."""
+def _heading(element: lxml.html.HtmlElement) -> Section | None:
+    """The section a heading starts (`<h2>`, or `div.mw-heading` holding it)."""
     if element.tag == "div" and "mw-heading" in _classes(element):
         element = next((child for child in element if child.tag in _HEADINGS), element)
     if element.tag not in _HEADINGS:
         return None
     headline = element.find_class("mw-headline")
-    return render_element(headline[0] if headline else element).text.lower()
+    text = render_element(headline[0] if headline else element).text.lower()
+    return Section(text, int(element.tag[1]))
 
 
 def _bold(paragraph: lxml.html.HtmlElement) -> list[str]:
@@ -198,20 +199,8 @@ def _link_title(anchor: lxml.html.HtmlElement) -> str | None:
     return article_title(title)
 
 
-class _Walker:
+class _Walker(TextBuilder):
     """Emits an element's text in document order, recording where each article link sits."""
-
-    def __init__(self) -> None:
-        self.parts: list[str] = []
-        self.length = 0
-        self.spans: list[LinkSpan] = []
-
-    def raw(self) -> str:
-        return "".join(self.parts)
-
-    def emit(self, text: str) -> None:
-        self.parts.append(text)
-        self.length += len(text)
 
     def element(self, element: lxml.html.HtmlElement) -> None:
         """The element's own text and children (its tail is its parent's to emit)."""
@@ -235,8 +224,6 @@ class _Walker:
             self.emit(child.tail or "")
         if foreign:
             self.emit(FOREIGN_CLOSE)
-        title = _link_title(element) if element.tag == "a" else None
-        label = clean_text("".join(self.parts[first_part:]))
-        if title and label:
-            self.spans.append(LinkSpan(start, self.length, Link(title=title, text=label)))
+        if element.tag == "a":
+            self.record_link(_link_title(element), start, first_part)
 

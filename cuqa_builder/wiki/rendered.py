@@ -145,6 +145,40 @@ class Rendered:
         return clean_text("".join(parts))
 
 
+@dataclass
+class Section:
+    """A section of a page as rendered: its heading (lower case; "" for the lead), its level
+    (2 for `== H ==`, 0 for the lead) and its paragraphs and list items."""
+
+    heading: str
+    level: int
+    lines: list[Rendered] = field(default_factory=list)
+
+
+class TextBuilder:
+    """Text emitted piece by piece, and the links recorded over the labels they show (what a
+    renderer builds a `Rendered` from)."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.length = 0
+        self.spans: list[LinkSpan] = []
+
+    def raw(self) -> str:
+        return "".join(self.parts)
+
+    def emit(self, text: str) -> None:
+        self.parts.append(text)
+        self.length += len(text)
+
+    def record_link(self, title: str | None, start: int, first_part: int) -> None:
+        """A link to `title` over what was emitted since `start` (from part `first_part` on)."""
+        label = " ".join("".join(self.parts[first_part:]).translate(INVISIBLE)
+                         .translate(_MARKS).split())
+        if title and label:
+            self.spans.append(LinkSpan(start, self.length, Link(title=title, text=label)))
+
+
 def clean_text(raw: str) -> str:
     """Single spaces, none left before punctuation where a citation or template was removed;
     entities as their characters; no citation separators, placeholders or marks left behind."""
@@ -176,12 +210,12 @@ def superscript(text: str) -> str:
 # What introduces a foreign name in an aside: a language ("Russian:", "Ancient Greek:") or a
 # short label ("romanized:", "lit."), and the words between names ("or", "locally").
 _ASIDE_LABEL = re.compile(
-    r"^\s*(?:[A-Z][\w'’.-]*(?:\s+[A-Z][\w'’.-]*){0,2}\s*:|(?i:abbr|lit|tr|transl|translit|"
+    r"^\s*(?:[A-Z][\w'’.-]*(?:\s+[\w'’.-]+){0,2}\s*:|(?i:abbr|lit|tr|transl|translit|"
     r"romani[sz]ed|transliterated|pronounced|pron|literally|translation)\b\.?\s*:?)"
 )
 _ASIDE_FILLER = re.compile(
     r"\b(?:or|and|also|locally|lit|literally|tr|transl|translit|romani[sz]ed|pronounced|pron|"
-    r"listen|help|info)\b\.?|ⓘ", re.IGNORECASE
+    r"pronunciation|listen|help|info)\b\.?|ⓘ", re.IGNORECASE
 )
 _FOREIGN = re.compile(f"{FOREIGN_OPEN}[^{FOREIGN_CLOSE}]*{FOREIGN_CLOSE}?")
 _SEPARATORS = frozenset(",;")

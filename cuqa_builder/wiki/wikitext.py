@@ -35,10 +35,10 @@ from cuqa_builder.wiki.rendered import (
     CITATION_MARK,
     FOREIGN_CLOSE,
     FOREIGN_OPEN,
-    INVISIBLE,
     ITEM_BREAK,
     LinkSpan,
     Rendered,
+    TextBuilder,
     superscript,
 )
 from cuqa_builder.wiki.titles import MONTHS
@@ -235,20 +235,11 @@ def plain_text(nodes: Iterable[Node] | Wikicode) -> str:
     return render(nodes).text
 
 
-class _Renderer:
+class _Renderer(TextBuilder):
     def __init__(self, refs: NamedRefs) -> None:
+        super().__init__()
         self.refs = refs
-        self.parts: list[str] = []
-        self.length = 0
-        self.spans: list[LinkSpan] = []
         self.citations: list[str] = []
-
-    def raw(self) -> str:
-        return "".join(self.parts)
-
-    def emit(self, text: str) -> None:
-        self.parts.append(text)
-        self.length += len(text)
 
     def nodes(self, nodes: Iterable[Node]) -> None:
         last_was_link = False
@@ -304,9 +295,7 @@ class _Renderer:
             self.emit(label_nodes)
         else:
             self.nodes(label_nodes)
-        label = " ".join("".join(self.parts[first_part:]).translate(INVISIBLE).split())
-        if title and label:
-            self.spans.append(LinkSpan(start, self.length, Link(title=title, text=label)))
+        self.record_link(title, start, first_part)
 
     def wikilink(self, node: Wikilink) -> None:
         target = str(node.title)
@@ -605,12 +594,15 @@ def _plain_positional(node: Template, index: int) -> str:
 
 
 def _convert_article(r: _Renderer, node: Template) -> None:
-    """`{{convert|2780400|km2|mi2}}` -> "2,780,400 km²": the first value and its unit."""
+    """`{{convert|24300|km2|sqmi}}` -> "24,300 square kilometres" (`abbr=on`: "24,300 km²"):
+    the first value and its unit."""
     words = [_plain_positional(node, i) for i in range(1, 5)]
     values, unit = ([words[0], words[2]], words[3]) if words[1] in _RANGE_WORDS else (
         [words[0]], words[1])
     shown = f" {words[1]} ".join(_thousands(v) for v in values if v)
-    r.emit(f"{shown} {_UNITS.get(unit, unit)}".strip())
+    name, symbol = _UNITS.get(unit, (unit, unit))
+    abbreviated = (template_param(node, "abbr") or "").lower() in ("on", "yes", "values")
+    r.emit(f"{shown} {symbol if abbreviated else name}".strip())
 
 
 def _thousands(number: str) -> str:
@@ -619,10 +611,17 @@ def _thousands(number: str) -> str:
 
 
 _RANGE_WORDS = frozenset({"to", "-", "–", "and", "or", "by", "x", "×", "and(-)"})
-_UNITS = {
-    "km2": "km²", "m2": "m²", "mi2": "sq mi", "sqmi": "sq mi", "sqkm": "km²", "ha": "ha",
-    "acre": "acres", "e6km2": "million km²", "e3km2": "thousand km²", "e6mi2": "million sq mi",
-    "C": "°C", "F": "°F", "kph": "km/h", "mph": "mph", "foot": "ft", "metre": "m", "meter": "m",
+_UNITS = {  # unit code -> (name, symbol)
+    "km2": ("square kilometres", "km²"), "sqkm": ("square kilometres", "km²"),
+    "mi2": ("square miles", "sq mi"), "sqmi": ("square miles", "sq mi"),
+    "m2": ("square metres", "m²"), "ha": ("hectares", "ha"), "acre": ("acres", "acres"),
+    "km": ("kilometres", "km"), "mi": ("miles", "mi"), "m": ("metres", "m"),
+    "ft": ("feet", "ft"), "cm": ("centimetres", "cm"), "mm": ("millimetres", "mm"),
+    "in": ("inches", "in"), "kg": ("kilograms", "kg"), "lb": ("pounds", "lb"),
+    "t": ("tonnes", "t"), "C": ("°C", "°C"), "F": ("°F", "°F"),
+    "km/h": ("kilometres per hour", "km/h"), "mph": ("miles per hour", "mph"),
+    "e6km2": ("million square kilometres", "million km²"),
+    "e6mi2": ("million square miles", "million sq mi"),
 }
 _LIST_TEMPLATES = (
     "ubl", "ublist", "unbulleted list", "unbulleted", "plainlist", "plain list", "flatlist",
