@@ -37,29 +37,32 @@ in [[Harbour {i}]] ({{{{lang-nl|Haven {i}}}}}).{{{{sfn|Holt|2001|p={i}}}}} Its c
 in [[Old Hall {i}]]{{{{mdash}}}}a stone house built for the wool trade.
 * [[Harbour {i}]] – the main harbour<ref name="ports{i}">Ports of the isles, p. {i}.</ref>
 * [[Moorside {i}]] – a village on the moor<ref name="ports{i}"/>
-{{| class="wikitable"
+"""
+TABLE = """{{| class="wikitable"
 ! Year !! People
 |-
 | 1900 || {old}
 |-
 | 2000 || {people}
 |}}
-"""
+"""  # one section in four has a table, as in real articles
 
 
-def made_up_articles() -> list[tuple[str, str, str | None]]:
-    """(title, wikitext, rendered HTML) of the fixture country grown to each size."""
-    from cuqa_builder.testing.mediawiki_render import render_page
-
+def made_up_articles(html: bool) -> list[tuple[str, str, str | None]]:
+    """(title, wikitext, rendered HTML if `html`) of the fixture country grown to each size."""
+    if html:  # an older checkout, measured for comparison, has no HTML reader
+        from cuqa_builder.testing.mediawiki_render import render_page
     base = (FIXTURE / "Kestrian_Isles.wiki").read_text(encoding="utf-8")
     articles = []
     for size in SIZES_KB:
         parts, i = [base], 0
         while sum(len(p.encode()) for p in parts) < size * 1024:
             i += 1
-            parts.append(SECTION.format(i=i, area=37 * i, people=1000 * i, old=400 * i))
+            section = SECTION + (TABLE if i % 4 == 0 else "")
+            parts.append(section.format(i=i, area=37 * i, people=1000 * i, old=400 * i))
         wikitext = "".join(parts)
-        articles.append((f"Kestrian Isles {size} KB", wikitext, render_page(wikitext)))
+        articles.append((f"Kestrian Isles {size} KB", wikitext,
+                         render_page(wikitext) if html else None))
     return articles
 
 
@@ -94,8 +97,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="reads of each article")
     args = parser.parse_args()
     html = args.html and "html" in Page.model_fields
-    articles = (folder_articles(args.articles, html) if args.articles
-                else [(t, w, h if html else None) for t, w, h in made_up_articles()])
+    articles = folder_articles(args.articles, html) if args.articles else made_up_articles(html)
     rows = []
     for title, wikitext, rendered in articles:
         kb = len(wikitext.encode()) / 1024
@@ -104,10 +106,10 @@ def main() -> int:
         path = "html" if rendered is not None else "wikitext"
         print(f"{kb:7.1f} KB  {ms:8.1f} ms  {ms / kb:6.2f} ms/KB  {path:8}  {title}")
     per_kb = statistics.median(ms / kb for kb, ms in rows)
-    print(f"{len(rows)} articles, {min(kb for kb, _ in rows):.0f}-{max(kb for kb, _ in rows):.0f}"
-          f" KB: median {statistics.median(ms for _, ms in rows):.1f} ms per article, "
-          f"{per_kb:.2f} ms per KB; largest {max(rows)[1]:.0f} ms "
-          f"(target <= {TARGET_MS_PER_KB} ms per KB)")
+    largest_kb, largest_ms = max(rows)
+    print(f"{len(rows)} articles, {min(kb for kb, _ in rows):.0f}-{largest_kb:.0f} KB: median "
+          f"{statistics.median(ms for _, ms in rows):.1f} ms per article, {per_kb:.2f} ms per KB;"
+          f" the largest {largest_ms:.0f} ms (target <= {TARGET_MS_PER_KB} ms per KB)")
     return 0 if per_kb <= TARGET_MS_PER_KB else 1
 
 

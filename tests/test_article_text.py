@@ -265,3 +265,4 @@ def test_a_revision_id_is_one_or_more() -> None:
     assert PageMeta(title="Varno", revid=1, timestamp="x").revid == 1
     with pytest.raises(ValueError, match="a revision id is 1 or more, not 0"):
         PageMeta(title="Varno", revid=0, timestamp="x")
+

@@ -25,7 +25,7 @@ from cuqa_builder.generation.structural import describe_from_parse
 from cuqa_builder.grounding.article_text import article_text
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
 from cuqa_builder.ner import parse_tokens
-from cuqa_builder.records import Candidate, Entity, Evidence
+from cuqa_builder.records import Candidate, Entity, Evidence, Page, PageMeta
 from cuqa_builder.run import load_run_info
 from cuqa_builder.snapshot import articles_dir, iter_snapshot
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events
@@ -271,6 +271,27 @@ def test_a_small_generator_takes_the_known_hop_from_the_infobox() -> None:
     assert (k_ent.wiki_title, question) == ("Rabat", "What is the capital of Morocco?")
     generator.structure_first = False
     assert generator._infobox_hop(_bridge(bridge, known), 0.0) is None
+
+
+def test_the_templated_known_hop_names_the_bridge_as_its_article_does() -> None:
+    """Issue 25: "the Kestrian Isles", as the lead writes it ("The Kestrian Isles ... is"); a
+    list value (two official languages) has no single answer to ask for."""
+    text = article_text(Page(
+        meta=PageMeta(title="Kestrian Isles", revid=1, timestamp="2023-01-01T00:00:00Z"),
+        wikitext=(ROOT / "tests/fixtures/articles/Kestrian_Isles.wiki").read_text("utf-8")))
+    known = {"Kestrian Isles": KnownArticle(
+        passage=text.passage, links=text.lead_links, kind=text.kind, relations=text.relations,
+        evidence=Evidence(title="Kestrian Isles", revid=1, timestamp="2023-01-01T00:00:00Z"),
+        names=text.names, definite=text.definite)}
+    generator = ConnectedGenerator(None, None, seed=0, cutoff="2023-04",  # type: ignore[arg-type]
+                                   known_articles=known, structure_first=True)
+    bridge = Entity(text="Kestrian Isles", label="GPE", wiki_title="Kestrian Isles")
+    hops = [generator._infobox_hop(_bridge(bridge, known), f) for f in (0.0, 0.4, 0.7)]
+    assert [(k_ent.wiki_title, question) for k_ent, question in hops] == [  # type: ignore[misc]
+        ("Port Aldren", "What is the capital of the Kestrian Isles?"),
+        ("Port Aldren", "What is the largest city of the Kestrian Isles?"),
+        ("Kestrian krone", "What is the currency of the Kestrian Isles?"),
+    ]
 
 
 @pytest.mark.parametrize(("text", "bridge", "kind", "described"), [

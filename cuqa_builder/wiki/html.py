@@ -17,9 +17,7 @@ from dataclasses import dataclass, field
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import lxml.html
-from lxml.etree import ParserError
 
-from cuqa_builder.errors import CuqaError
 from cuqa_builder.wiki.rendered import (
     FOREIGN_CLOSE,
     FOREIGN_OPEN,
@@ -52,10 +50,6 @@ _HIDDEN = re.compile(r"display\s*:\s*none")
 _LABEL_BULLET = re.compile(r"^[\s•·‣◦-]+")
 
 
-class HtmlError(CuqaError, ValueError):
-    """Stored HTML that cannot be read as MediaWiki's rendering of a page."""
-
-
 @dataclass
 class HtmlArticle:
     """What an article's rendered HTML says, in page order."""
@@ -67,11 +61,8 @@ class HtmlArticle:
 
 def read_html(html: str) -> HtmlArticle:
     """Sections, lead bold names and infobox rows of `action=parse` HTML (`parse.text`)."""
-    try:
-        container = lxml.html.fragment_fromstring(html, create_parent="div")
-    except (ParserError, ValueError) as exc:
-        raise HtmlError(f"not HTML MediaWiki renders ({exc})") from None
-    content = _content(container)
+    # lxml reads any text as HTML, as browsers do: there is no page it refuses
+    content = _content(lxml.html.fragment_fromstring(html, create_parent="div"))
     article = HtmlArticle(sections=[Section("", 0)])
     infobox = None
     for element in content:
@@ -86,17 +77,17 @@ def read_html(html: str) -> HtmlArticle:
         if found is not None:
             article.sections.append(found)
         elif element.tag == "p":
-            section.lines.append(render_element(element))
+            section.lines.append(_render(element))
             if section.level == 0 and not article.bold and section.lines[-1].text:
                 article.bold = _bold(element)
         elif element.tag in _LISTS:
-            section.lines += [render_element(item) for item in element
+            section.lines += [_render(item) for item in element
                               if item.tag in ("li", "dd", "dt")]
     article.rows = _rows(infobox) if infobox is not None else []
     return article
 
 
-def render_element(element: lxml.html.HtmlElement) -> Rendered:
+def _render(element: lxml.html.HtmlElement) -> Rendered:
     """An element's text as a reader sees it, with its article links."""
     walker = _Walker()
     walker.element(element)
@@ -130,7 +121,7 @@ def _heading(element: lxml.html.HtmlElement) -> Section | None:
     if element.tag not in _HEADINGS:
         return None
     headline = element.find_class("mw-headline")
-    text = render_element(headline[0] if headline else element).text.lower()
+    text = _render(headline[0] if headline else element).text.lower()
     return Section(text, int(element.tag[1]))
 
 
@@ -140,7 +131,7 @@ def _bold(paragraph: lxml.html.HtmlElement) -> list[str]:
     for bold in paragraph.iter("b"):
         if any(_foreign(a) or _unread(a) for a in [bold, *bold.iterancestors()]):
             continue
-        text = render_element(bold).text
+        text = _render(bold).text
         if any(ch.isascii() and ch.isalpha() for ch in text):
             names.append(text)
     return names
@@ -161,8 +152,8 @@ def _rows(infobox: lxml.html.HtmlElement) -> list[tuple[str, Rendered]]:
         cells = [cell for cell in row if cell.tag in ("th", "td")]
         if len(cells) < 2 or cells[0].tag != "th" or cells[1].tag != "td":
             continue
-        label = _LABEL_BULLET.sub("", render_element(cells[0]).text).strip().rstrip(":")
-        value = render_element(cells[1])
+        label = _LABEL_BULLET.sub("", _render(cells[0]).text).strip().rstrip(":")
+        value = _render(cells[1])
         if label and value.text:
             rows.append((label, value))
     return rows

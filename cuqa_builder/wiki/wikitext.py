@@ -412,10 +412,17 @@ def _joined(count: int) -> Handler:
 
 def _convert(r: _Renderer, node: Template) -> None:
     """`{{convert|5|km}}` -> "5 km"; `{{convert|5|to|10|km}}` -> "5 to 10 km"."""
-    words = [_positional(node, i) for i in range(1, 5)]
-    plain = [w.strip_code().strip() if w is not None else "" for w in words]
-    is_range = plain[1] in {"to", "-", "–", "and", "or", "by", "x", "×", "and(-)"}
+    plain = [_plain_positional(node, i) for i in range(1, 5)]
+    is_range = plain[1] in _RANGE_WORDS
     r.emit(" ".join(p for p in (plain[:4] if is_range else plain[:2]) if p))
+
+
+_RANGE_WORDS = frozenset({"to", "-", "–", "and", "or", "by", "x", "×", "and(-)"})
+
+
+def _plain_positional(node: Template, index: int) -> str:
+    value = _positional(node, index)
+    return value.strip_code().strip() if value is not None else ""
 
 
 def _linked(r: _Renderer, node: Template) -> None:
@@ -516,12 +523,6 @@ class _ArticleRenderer(_Renderer):
         else:
             super().template(node)
 
-    def foreign(self, value: Wikicode | None) -> None:
-        """A name in another language or script, marked so that a passage can leave it out."""
-        self.emit(FOREIGN_OPEN)
-        self.code(value)
-        self.emit(FOREIGN_CLOSE)
-
 
 _MAGIC_WORD = re.compile(r"__[A-Z]{2,}__")
 _BRACKETED = re.compile(r"^\(.*\)$", re.DOTALL)  # `[URL (Reuters)]`: a citation, not text
@@ -529,11 +530,13 @@ _ARTICLE_DROPPED_TAGS = frozenset({"table", "mapframe", "maplink", "graph", "sco
 
 
 def _foreign(index: int | None) -> Handler:
-    """A template showing a foreign name: its `index`-th positional (None: the last)."""
+    """A template showing a name in another language or script (its `index`-th positional;
+    None: the last), marked so that a passage can leave it out."""
 
     def render_foreign(r: _Renderer, node: Template) -> None:
-        assert isinstance(r, _ArticleRenderer)
-        r.foreign(_positional(node, index if index is not None else _positional_count(node)))
+        r.emit(FOREIGN_OPEN)
+        r.code(_positional(node, index if index is not None else _positional_count(node)))
+        r.emit(FOREIGN_CLOSE)
 
     return render_foreign
 
@@ -588,11 +591,6 @@ def _date_text(node: Template, first: int, *, american: bool) -> str:
     return " ".join(part for part in (name, year) if part)
 
 
-def _plain_positional(node: Template, index: int) -> str:
-    value = _positional(node, index)
-    return value.strip_code().strip() if value is not None else ""
-
-
 def _convert_article(r: _Renderer, node: Template) -> None:
     """`{{convert|24300|km2|sqmi}}` -> "24,300 square kilometres" (`abbr=on`: "24,300 km²"):
     the first value and its unit."""
@@ -610,7 +608,6 @@ def _thousands(number: str) -> str:
     return f"{int(whole):,}{dot}{decimals}" if whole.isdigit() and len(whole) > 4 else number
 
 
-_RANGE_WORDS = frozenset({"to", "-", "–", "and", "or", "by", "x", "×", "and(-)"})
 _UNITS = {  # unit code -> (name, symbol)
     "km2": ("square kilometres", "km²"), "sqkm": ("square kilometres", "km²"),
     "mi2": ("square miles", "sq mi"), "sqmi": ("square miles", "sq mi"),
@@ -643,7 +640,8 @@ _ARTICLE_TEMPLATES: dict[str, Handler] = {
     **dict.fromkeys(("nobreak", "avoid wrap", "longitem", "url", "marriage", "married"), _nth(1)),
     **dict.fromkeys(("birth-date", "death-date", "birth-date and age"), _last),
     **dict.fromkeys(_FOREIGN_NAME_TEMPLATES, _foreign(2)),
-    **dict.fromkeys(("transl", "transliteration", "translit", "lang-rtl"), _foreign(None)),
+    **dict.fromkeys(("transl", "transliteration", "translit"), _foreign(None)),
+    "lang-rtl": _foreign(1),
     "lang": _foreign(2),
     "langx": _foreign(2),
     "as of": _as_of,
