@@ -31,10 +31,12 @@ class Paused(CuqaError):
 
 
 def describe_validation_error(exc: ValidationError, shown: int = 3) -> str:
-    """One line naming each failing field: `revid: Input should be greater than 0; title: Field
-    required` (pydantic's own text spans several lines and hides the field in its layout)."""
+    """One line naming each failing field: `revid: a revision id is 1 or more, not 0 (...);
+    timestamp: Field required` (pydantic's own text spans several lines and hides the field in
+    its layout; a validator's message is given without pydantic's "Value error, ")."""
     problems = [
-        (f"{'.'.join(map(str, error['loc']))}: " if error["loc"] else "") + error["msg"]
+        (f"{'.'.join(map(str, error['loc']))}: " if error["loc"] else "")
+        + error["msg"].removeprefix("Value error, ")  # a validator's own words
         for error in exc.errors()[:shown]
     ]
     more = exc.error_count() - len(problems)

@@ -7,7 +7,7 @@ import re
 from datetime import date
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class Record(BaseModel):
@@ -23,7 +23,8 @@ class PageMeta(Record):
     """Sidecar `NAME.json` of a snapshot page."""
 
     title: str = Field(min_length=1)
-    revid: int = Field(gt=0, description="MediaWiki revision id")
+    revid: int = Field(description="MediaWiki revision id; hand-written pages use placeholders "
+                       "from 1")
     timestamp: str
     sha256: str | None = None
     fetched: str | None = Field(
@@ -41,11 +42,24 @@ class PageMeta(Record):
         default=None, description="api.php the revision came from; absent for hand-written pages, "
         "whose revids are placeholders",
     )
+    html_sha256: str | None = Field(
+        default=None, description="sha256 of `NAME.html`, MediaWiki's rendering of the revision "
+        "(`action=parse`), stored beside the wikitext of an article the ground stage fetched",
+    )
+
+    @field_validator("revid")
+    @classmethod
+    def _a_revision_id(cls, revid: int) -> int:
+        if revid < 1:
+            raise ValueError(f"a revision id is 1 or more, not {revid} (hand-written pages "
+                             "number theirs from 1)")
+        return revid
 
 
 class Page(Record):
     meta: PageMeta
     wikitext: str
+    html: str | None = None  # MediaWiki's rendering of the revision, when it was fetched
 
 
 # --- events (events + entities stages) -------------------------------------------------

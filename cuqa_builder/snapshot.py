@@ -3,7 +3,9 @@
 The fetch stage writes a run's `pages/` in this format, so a run directory is itself a snapshot
 that `--source` can read offline. Entity articles as of the cutoff (`"kind": "article"`) sit in
 the snapshot's `articles/` folder, apart from the event pages the events stage parses (and so
-that an article titled like a year article cannot overwrite it).
+that an article titled like a year article cannot overwrite it); an article fetched from the
+API has MediaWiki's rendering of its revision beside it (`NAME.html`, its sha256 in the
+sidecar), so that an offline re-run reads what the first run read.
 """
 
 from __future__ import annotations
@@ -49,8 +51,13 @@ def sha256_text(text: str) -> str:
 
 def write_page(directory: Path, page: Page) -> Path:
     stem = page_filename(page.meta.title)
-    meta = page.meta.model_copy(update={"sha256": sha256_text(page.wikitext)})
+    meta = page.meta.model_copy(update={
+        "sha256": sha256_text(page.wikitext),
+        "html_sha256": sha256_text(page.html) if page.html is not None else None,
+    })
     atomic_write_text(directory / f"{stem}.wiki", page.wikitext)
+    if page.html is not None:
+        atomic_write_text(directory / f"{stem}.html", page.html)
     write_meta(directory, meta)
     return directory / f"{stem}.wiki"
 
@@ -58,7 +65,8 @@ def write_page(directory: Path, page: Page) -> Path:
 def write_meta(directory: Path, meta: PageMeta) -> None:
     """Replace a page's sidecar alone (its wikitext, and so its sha256, unchanged)."""
     # The article fields are written only when set: event pages' sidecars stay as they were.
-    unset = {name for name in ("kind", "redirect", "api") if getattr(meta, name) is None}
+    unset = {name for name in ("kind", "redirect", "api", "html_sha256")
+             if getattr(meta, name) is None}
     atomic_write_json(directory / f"{page_filename(meta.title)}.json",
                       meta.model_dump(exclude=unset))
 
@@ -82,13 +90,23 @@ def read_page(wiki_path: Path) -> Page:
         raise SnapshotError(
             f"{sidecar.name}: invalid sidecar ({describe_validation_error(exc)})"
         ) from None
+    text = _read_checked(wiki_path, meta.sha256)
+    html_path = wiki_path.with_suffix(".html")
+    if meta.html_sha256 and not html_path.exists():
+        raise SnapshotError(f"{html_path.name} is missing (its sidecar gives its sha256)")
+    html = _read_checked(html_path, meta.html_sha256) if html_path.exists() else None
+    return Page(meta=meta, wikitext=text, html=html)
+
+
+def _read_checked(path: Path, sha256: str | None) -> str:
+    """A page file's text, checked against the sha256 its sidecar gives (if any)."""
     try:
-        text = wiki_path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise SnapshotError(f"{wiki_path.name}: not UTF-8 text (byte {exc.start})") from None
-    if meta.sha256 and meta.sha256 != sha256_text(text):
-        raise SnapshotError(f"{wiki_path.name}: sha256 does not match its sidecar")
-    return Page(meta=meta, wikitext=text)
+        raise SnapshotError(f"{path.name}: not UTF-8 text (byte {exc.start})") from None
+    if sha256 and sha256 != sha256_text(text):
+        raise SnapshotError(f"{path.name}: sha256 does not match its sidecar")
+    return text
 
 
 def iter_snapshot(directory: Path) -> Iterator[Page | SnapshotError]:

@@ -26,7 +26,7 @@ from cuqa_builder.generation.structural import describe_from_parse
 from cuqa_builder.grounding.article_text import article_text
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
 from cuqa_builder.ner import parse_tokens
-from cuqa_builder.records import Candidate, Entity, Event, Evidence
+from cuqa_builder.records import Candidate, Entity, Event, Evidence, Page, PageMeta
 from cuqa_builder.run import load_run_info
 from cuqa_builder.snapshot import articles_dir, iter_snapshot
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events
@@ -286,12 +286,12 @@ def test_a_small_generator_takes_the_known_hop_from_the_infobox() -> None:
     relation the event itself names is not asked."""
     page = next(p for p in iter_snapshot(articles_dir(SAMPLE)) if p.meta.title == "Morocco")
     text = article_text(page)
-    assert text.kind == "country" and text.relations["capital"].title == "Rabat"
+    relations = {r.parameter: r for r in text.relations}
+    assert text.kind == "country" and relations["capital"].values[0].title == "Rabat"
     known = {"Morocco": KnownArticle(
         passage=text.passage, links=text.lead_links, kind=text.kind,
         evidence=Evidence(title="Morocco", revid=1, timestamp="2023-01-01T00:00:00Z"),
-        relations={"capital": text.relations["capital"],
-                   "leader_name2": text.relations["leader_name2"]})}
+        relations=[relations["capital"], relations["leader_name2"]])}
     generator = ConnectedGenerator(None, None, seed=0, cutoff="2023-04",  # type: ignore[arg-type]
                                    known_articles=known, structure_first=True)
     bridge = _bridge(Entity(text="Morocco", label="GPE", wiki_title="Morocco"), known)
@@ -315,6 +315,28 @@ def test_the_known_answer_is_never_the_event_or_named_by_it(name: str, about: bo
         "text": "Bernardo Arévalo of Semilla wins the presidential runoff.",
         "topics": ["Guatemalan general election"], "date": event.date})
     assert about_the_event(Entity(text=name, label="LINK", wiki_title=name), event) is about
+
+
+def test_the_templated_known_hop_names_the_bridge_as_its_article_does() -> None:
+    """Issue 25: "the Kestrian Isles", as the lead writes it ("The Kestrian Isles ... is"); a
+    list value (two official languages) has no single answer to ask for."""
+    text = article_text(Page(
+        meta=PageMeta(title="Kestrian Isles", revid=1, timestamp="2023-01-01T00:00:00Z"),
+        wikitext=(ROOT / "tests/fixtures/articles/Kestrian_Isles.wiki").read_text("utf-8")))
+    known = {"Kestrian Isles": KnownArticle(
+        passage=text.passage, links=text.lead_links, kind=text.kind, relations=text.relations,
+        evidence=Evidence(title="Kestrian Isles", revid=1, timestamp="2023-01-01T00:00:00Z"),
+        names=text.names, definite=text.definite)}
+    generator = ConnectedGenerator(None, None, seed=0, cutoff="2023-04",  # type: ignore[arg-type]
+                                   known_articles=known, structure_first=True)
+    bridge = Entity(text="Kestrian Isles", label="GPE", wiki_title="Kestrian Isles")
+    [event] = make_events(1)
+    hops = [generator._infobox_hop(event, _bridge(bridge, known), f) for f in (0.0, 0.4, 0.7)]
+    assert [(k_ent.wiki_title, question) for k_ent, question in hops] == [  # type: ignore[misc]
+        ("Port Aldren", "What is the capital of the Kestrian Isles?"),
+        ("Port Aldren", "What is the largest city of the Kestrian Isles?"),
+        ("Kestrian krone", "What is the currency of the Kestrian Isles?"),
+    ]
 
 
 @pytest.mark.parametrize(("text", "bridge", "kind", "described"), [

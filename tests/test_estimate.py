@@ -138,3 +138,19 @@ def test_a_price_that_is_negative_or_not_finite_is_refused(
     assert status == 1, err
     assert f"{prices} is not a price table" in err and problem in err
     assert "Traceback" not in err and "$-" not in err and "nan" not in err.lower()
+
+
+def test_the_estimate_counts_the_requests_of_looking_articles_up(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 25: each article costs its revision and MediaWiki's rendering of it; a run built
+    from a snapshot reads its articles there."""
+    write_jsonl(tmp_path / "events.jsonl", make_events(3))
+    args = ["--out", str(tmp_path), "--cutoff", "2023-04", "--model", "m", "--estimate"]
+    assert build([*args, "--stage", "ground", "--wiki-api", "http://127.0.0.1:9/w/api.php"]) == 0
+    assert ("articles: 2 MediaWiki API requests per entity article not looked up yet (its "
+            "revision at the end of the cutoff, then MediaWiki's rendering of it)") in \
+        capsys.readouterr().out
+    assert build([*args, "--stage", "generate", "--source", str(tmp_path)]) == 0
+    assert f"articles: read from {tmp_path / 'articles'}, no MediaWiki request" in \
+        capsys.readouterr().out

@@ -14,7 +14,7 @@ from cuqa_builder.grounding.articles import ArticleStore, cutoff_moment
 from cuqa_builder.grounding.evidence import grounding_lines
 from cuqa_builder.grounding.verdicts import BRIDGE, KNOWN_HOP, Grounder, spacy_analyser
 from cuqa_builder.records import Candidate, Entity, Page, PageMeta
-from cuqa_builder.snapshot import read_page, write_page
+from cuqa_builder.snapshot import read_page, sha256_text, write_page
 from cuqa_builder.testing.mediawiki_server import MediaWikiServer
 from cuqa_builder.wiki.client import MediaWikiClient
 from tests.validation_samples import _intermediates, aab, abc
@@ -97,10 +97,14 @@ def test_lookups_are_stored_as_a_snapshot_and_reused(tmp_path: Path, wiki) -> No
     store = _store(tmp_path, wiki)
     counts = store.ensure([CAR, UNIVERSITY, RIVER, LAKE, RACE, CAR])
     assert counts.looked_up == {"found": 3, "missing": 1, "created_later": 1}
-    assert counts.requests == 6  # one per title, two for the search (search + revision)
+    # one per title, one more for the search, and MediaWiki's rendering of each article found
+    assert counts.requests == 6 + 3
+    assert sorted(int(r.params["oldid"]) for r in wiki.requests_for_html()) == [301, 302, 304]
     sidecar = json.loads((tmp_path / "pages/articles/University_of_Pellham.json").read_text())
     assert sidecar["kind"] == "article" and sidecar["redirect"] == "Pellham University"
     assert sidecar["revid"] == 302 and sidecar["api"] == wiki.api_url
+    html = (tmp_path / "pages/articles/University_of_Pellham.html").read_text()
+    assert sidecar["html_sha256"] == sha256_text(html) and "mw-parser-output" in html
     river = store.lookup(RIVER)
     assert river is not None and river.by == "search" and river.title == "River Osk"
     lake = store.lookup(LAKE)
@@ -277,12 +281,13 @@ def test_ground_fetches_the_known_answer_only_when_the_bridge_does_not_name_it(
     args = ["--out", str(tmp_path), "--cutoff", "2023-04", "-q", "--wiki-api", wiki.api_url,
             "--wiki-interval", "0"]
     assert main([*args, "--stage", "ground"]) == 0
-    asked = [r.params["titles"] for r in wiki.requests]
-    assert asked == ["Pellham University", "Aurelia 7 (solar car)", "Lake Vostrel"]
+    asked = [r.params.get("titles") or r.params["oldid"] for r in wiki.requests]
+    # each article found is followed by the request for its rendering
+    assert asked == ["Pellham University", "302", "Aurelia 7 (solar car)", "301", "Lake Vostrel"]
     assert "known answers not named by the bridge's article: 1 looked up (1 missing)" in \
         capsys.readouterr().out
     assert main([*args, "--stage", "ground"]) == 0
-    assert len(wiki.requests) == 3  # nothing asked twice
+    assert len(wiki.requests) == 5  # nothing asked twice
 
     assert main([*args, "--stage", "validate"]) == 0
     out = capsys.readouterr().out

@@ -176,8 +176,9 @@ def test_a_corrupt_run_json_is_one_line_that_says_what_to_do(
     (b'{"title": "2023", "revid": "x"}',
      "2023.json: invalid sidecar (revid: Input should be a valid integer, unable to parse "
      "string as an integer; timestamp: Field required)"),
-    (b'{"title": "2023", "revid": -1, "timestamp": "2023-11-30T12:00:00Z"}',
-     "2023.json: invalid sidecar (revid: Input should be greater than 0)"),
+    (b'{"title": "2023", "revid": 0, "timestamp": "2023-11-30T12:00:00Z"}',
+     "2023.json: invalid sidecar (revid: a revision id is 1 or more, not 0 (hand-written pages "
+     "number theirs from 1))"),
     (b'\xff\xfe{"title": "2023"}', "2023.json: invalid sidecar (Invalid JSON"),
 ])
 def test_a_bad_sidecar_names_the_sidecar_and_its_fields(

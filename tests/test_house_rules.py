@@ -94,3 +94,11 @@ def test_only_the_run_lock_imports_filelock() -> None:
         if any(name.split(".")[0] == "filelock" for name in imported_names(path))
     }
     assert importers == {"run_lock.py"}
+
+
+def test_only_the_html_reader_imports_lxml() -> None:
+    importers = {
+        path.relative_to(PACKAGE).as_posix() for path in modules()
+        if any(name == "lxml" or name.startswith("lxml.") for name in imported_names(path))
+    }
+    assert importers == {"wiki/html.py"}

@@ -29,6 +29,8 @@ from pydantic import BaseModel
 from cuqa_builder.errors import CuqaError
 from cuqa_builder.generation.output_parsing import OutputError, parse_passage, parse_question
 from cuqa_builder.generation.structural import Token
+from cuqa_builder.grounding.article_text import with_article
+from cuqa_builder.grounding.infobox import Relation
 from cuqa_builder.grounding.keys import entity_key
 from cuqa_builder.llm.client import LLMClient, prompt_request
 from cuqa_builder.llm.types import LLMError
@@ -134,8 +136,14 @@ class KnownArticle:
     links: list[Link]  # the lead's links: where k_ent is sampled
     evidence: Evidence
     kind: str | None = None  # what its infobox says the entity is ("island", "company")
-    # infobox parameter -> its single link, where the article's text names that link too
-    relations: dict[str, Link] = field(default_factory=dict)
+    # the infobox's relations whose first value the article's text names too
+    relations: list[Relation] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)  # the lead's bold names of the entity
+    definite: frozenset[str] = frozenset()  # the names English writes with "the"
+
+    def as_written(self, name: str) -> str:
+        """`name` as the article writes it: "the United Kingdom"."""
+        return with_article(name, self.definite)
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ from cuqa_builder.generation.output_parsing import OutputError, parse_passage, p
 from cuqa_builder.generation.structural import describe_from_parse
 from cuqa_builder.grounding.keys import entity_key
 from cuqa_builder.prompts import load_prompt
-from cuqa_builder.records import Candidate, Entity, Event, Intermediates, PromptCall
+from cuqa_builder.records import Candidate, Entity, Event, Intermediates, Link, PromptCall
 from cuqa_builder.verification.checker import CHECKER_TEMPLATES, cutoff_phrase, failure_reason
 from cuqa_builder.verification.masking import masked_description
 from cuqa_builder.verification.names import (
@@ -501,17 +501,21 @@ class ConnectedGenerator(Generator):
         if article is None:
             return None
         questions = infobox_questions()
+        single: dict[str, Link] = {}  # one thing named (a list has no single answer)
+        for relation in article.relations:
+            if relation.parameter in questions and len(relation.values) == 1:
+                single.setdefault(relation.parameter, relation.values[0])
         usable_relations = [
-            (name, link) for name, link in article.relations.items() if name in questions
-            and set_aside_reason(k := Entity(text=link.text, label=LINK_LABEL,
-                                             wiki_title=link.title)) is None
+            (name, link) for name, link in single.items()
+            if set_aside_reason(k := Entity(text=link.text, label=LINK_LABEL,
+                                            wiki_title=link.title)) is None
             and not same_entity(k, bridge.entity) and not about_the_event(k, event)
         ]
         if not usable_relations:
             return None
         name, link = usable_relations[int(fraction * len(usable_relations))]
         k_ent = Entity(text=link.text, label=LINK_LABEL, wiki_title=link.title)
-        return k_ent, questions[name].format(bridge=bridge.entity.text)
+        return k_ent, questions[name].format(bridge=article.as_written(bridge.entity.text))
 
     def _abc(self, event: Event, bridge: _Bridge, k_ent: Entity, description: str,
              passage: str, known: str, spent: list[PromptCall], fallback: str | None,

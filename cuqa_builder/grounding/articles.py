@@ -3,9 +3,10 @@
 Every lookup (found, or the finding that there was no article at the cutoff) is appended to the
 run's `articles.jsonl`, so a re-run asks the wiki nothing twice; the articles themselves go to
 `pages/articles/` in the snapshot format (`"kind": "article"`, the redirect they came through, the
-api.php they came from). With `--source DIR` they are read from `DIR/articles/` and nothing is
-fetched: a snapshot article written after the cutoff is kept out, with a reason saying so.
-A request that fails for good is not recorded, so the next run asks again.
+api.php they came from), each with MediaWiki's rendering of its revision (`NAME.html`, one more
+request). With `--source DIR` they are read from `DIR/articles/` and nothing is fetched: a
+snapshot article written after the cutoff is kept out, with a reason saying so. A request that
+fails for good is not recorded, so the next run asks again.
 """
 
 from __future__ import annotations
@@ -198,8 +199,11 @@ class ArticleStore:
                 searched_for=searched,
                 reason=f"{title!r} had no article on {self.cutoff}: {found.absent}",
             )
-        write_page(self.folder, found.page)
-        return _found(key, by, found.page, searched)
+        # MediaWiki renders what the wikitext reader only approximates; kept beside the wikitext
+        html = client.rendered_html(found.page.meta.title, found.page.meta.revid)
+        page = found.page.model_copy(update={"html": html})
+        write_page(self.folder, page)
+        return _found(key, by, page, searched)
 
     def _from_snapshot(self, key: str, entity: Entity) -> ArticleLookup:
         """Offline: the snapshot's article by title or redirect; by name for a search."""

@@ -1,14 +1,19 @@
 """`cuqa-build --estimate`: the LLM calls the chosen stages would make, their tokens, cost and
-time, before any is made; nothing is called or written (see `llm/estimate.py` for the method)."""
+time, and the MediaWiki requests of looking entity articles up, before any is made; nothing is
+called or written (see `llm/estimate.py` for the method)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from cuqa_builder.generation.recipes import RECIPES
+from cuqa_builder.grounding.articles import ArticleLookup, article_snapshot
+from cuqa_builder.jsonio import read_jsonl
 from cuqa_builder.llm.estimate import CallPlan, describe
 from cuqa_builder.llm.prices import PriceTable
 from cuqa_builder.llm.settings import LOCAL_SLOTS_MAX, resolve_settings
-from cuqa_builder.run import EVENTS, LLM_CACHE, RunContext
+from cuqa_builder.run import ARTICLES, EVENTS, LLM_CACHE, RunContext
+from cuqa_builder.snapshot import articles_dir
 from cuqa_builder.stages import generate, validate
 from cuqa_builder.stages.registry import Stage
 
@@ -16,6 +21,22 @@ from cuqa_builder.stages.registry import Stage
 def _planned_candidates(plan: CallPlan) -> int:
     return sum(step.calls for name, step in plan.steps.items()
                if name in ("UnknownQuestionGen", "DescribeBridge", "MergeQuestions (hard)"))
+
+
+def _article_requests(ctx: RunContext, names: set[str]) -> str | None:
+    """What looking entity articles up costs in MediaWiki requests (ground, and generate with
+    `--known-source wiki`), or None when no stage looks any up."""
+    known_source = (ctx.options.generate.known_source
+                    or RECIPES[ctx.options.generate.prompts].default_known_source)
+    if "ground" not in names and not ("generate" in names and known_source == "wiki"):
+        return None
+    snapshot = article_snapshot(ctx)
+    if snapshot is not None:
+        return f"  articles: read from {articles_dir(snapshot)}, no MediaWiki request"
+    known = len(read_jsonl(ctx.path(ARTICLES), ArticleLookup))
+    return ("  articles: 2 MediaWiki API requests per entity article not looked up yet (its "
+            "revision at the end of the cutoff, then MediaWiki's rendering of it), 1 more per "
+            f"entity found by search; {known} looked up already (asked again: none)")
 
 
 def estimate_build(ctx: RunContext, stages: Sequence[Stage]) -> str:
@@ -36,6 +57,8 @@ def estimate_build(ctx: RunContext, stages: Sequence[Stage]) -> str:
                          "model) and estimate again to count generation's calls")
     if "validate" in names:
         plans += validate.estimate(ctx, planned)
+    if articles := _article_requests(ctx, names):
+        lines.append(articles)
     if not plans:
         lines.append("  no LLM calls")
     prices = PriceTable.load(settings.prices_path)

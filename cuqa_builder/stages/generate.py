@@ -211,8 +211,9 @@ def _passages(store: ArticleStore, entities: list[Entity]) -> dict[str, KnownArt
             known[entity_key(entity)] = KnownArticle(
                 passage=text.passage, links=text.lead_links,
                 evidence=store.evidence(lookup, text.lead[:1]), kind=text.kind,
-                relations={name: link for name, link in text.relations.items()
-                           if text.sentences_naming([link.text, link.title], limit=1)},
+                relations=[r for r in text.relations if r.values and text.sentences_naming(
+                    [r.values[0].text, r.values[0].title], limit=1)],
+                names=text.names, definite=text.definite,
             )
     return known
 

@@ -6,10 +6,12 @@ a page is edited with `edit`, or given as a list of revisions), and `prop=info` 
 (each page's `lastrevid`, `touched` and `length`, as a refresh re-checks pages). With `rvstart`
 and `rvdir=older` (one title only, like the real API) it serves the revision in force at that
 moment, or the page without revisions when it was created later; `list=search` ranks titles by
-the query's words in title and text. Pages change between two runs with `edit` (a new revision,
-or a new page: a new day) and `delete`. Like the real API it refuses more than 50 titles or
-revids, and when `max_revisions_per_reply` is set it answers only part of a batch with a
-`continue` block.
+the query's words in title and text. `action=parse&oldid=` answers with the revision's HTML as
+MediaWiki renders it: the fixture given for that revid in `html`, else a much simplified
+rendering of its wikitext (`mediawiki_render`). Pages change between two runs with `edit` (a
+new revision, or a new page: a new day) and `delete`. Like the real API it refuses more than 50
+titles or revids, and when `max_revisions_per_reply` is set it answers only part of a batch
+with a `continue` block.
 
 Every request is recorded (query parameters, headers, arrival time, requests in flight), and
 failures are injected in order with `fail_next(...)`: a maxlag error with Retry-After, a 429
@@ -27,6 +29,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from cuqa_builder.testing.loopback import LoopbackServer, QuietHandler
+from cuqa_builder.testing.mediawiki_render import render_page
 
 # wikitext, or (revid, timestamp, wikitext), or a list of those (oldest first); wikitext None is
 # a revision-deleted (hidden) text
@@ -110,12 +113,14 @@ class MediaWikiServer(LoopbackServer):
         *,
         redirects: dict[str, str] | None = None,
         max_revisions_per_reply: int | None = None,
+        html: dict[int, str] | None = None,
     ) -> None:
         self.revisions: dict[int, Revision] = {}
         self.current: dict[str, int] = {}  # title -> latest revid
         self.history: dict[str, list[int]] = {}  # title -> revids, oldest first
         self.page_ids: dict[str, int] = {}
         self.redirects = dict(redirects or {})
+        self.html = dict(html or {})  # revid -> the `parse.text` MediaWiki gives for it
         self.max_revisions_per_reply = max_revisions_per_reply
         self.requests: list[RecordedRequest] = []
         self._faults: deque[Fault] = deque()
@@ -166,9 +171,12 @@ class MediaWikiServer(LoopbackServer):
         if params.get("action") == "query" and params.get("list") == "search":
             with self.lock:
                 return self._search(params)
+        if params.get("action") == "parse":
+            with self.lock:
+                return self._parse(params)
         if params.get("action") != "query" or params.get("prop") not in ("revisions", "info"):
-            return _error("badvalue", "This fake only answers action=query&prop=revisions|info "
-                          "and list=search.")
+            return _error("badvalue", "This fake only answers action=query&prop=revisions|info, "
+                          "list=search and action=parse.")
         single = [key for key in ("rvlimit", "rvstart", "rvdir") if key in params]
         if single and len(params.get("titles", "").split("|")) > 1:
             return _error("multpages", f"The {', '.join(single)} parameters may only be used on "
@@ -257,6 +265,23 @@ class MediaWikiServer(LoopbackServer):
         hits = [{"ns": 0, "title": title} for _, title in sorted(scores)[:limit]]
         return {"batchcomplete": True, "query": {"searchinfo": {"totalhits": len(scores)},
                                                  "search": hits}}
+
+    def _parse(self, params: dict[str, str]) -> dict[str, Any]:
+        """`action=parse&oldid=N&prop=text`: the revision's HTML, as formatversion=2 gives it."""
+        oldid = params.get("oldid", "")
+        revision = self.revisions.get(int(oldid)) if oldid.isdigit() else None
+        if revision is None:
+            return _error("nosuchrevid", f"There is no revision with ID {oldid}.")
+        if revision.text is None:
+            return _error("permissiondenied", "You don't have permission to view deleted text "
+                          "or changes between deleted revisions.")
+        text = self.html.get(revision.revid) or render_page(revision.text)
+        return {"parse": {"title": revision.title, "pageid": self.page_ids[revision.title],
+                          "revid": revision.revid, "text": text}}
+
+    def requests_for_html(self) -> list[RecordedRequest]:
+        """The recorded `action=parse` requests (one per article looked up)."""
+        return [r for r in self.requests if r.params.get("action") == "parse"]
 
     def _by_revids(self, params: dict[str, str]) -> dict[str, Any]:
         query: dict[str, Any] = {}

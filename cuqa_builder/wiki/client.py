@@ -1,4 +1,5 @@
-"""A well-behaved MediaWiki API client (SPEC 2.1): page wikitext by title or by revision id.
+"""A well-behaved MediaWiki API client (SPEC 2.1): page wikitext by title or by revision id, and
+MediaWiki's rendering of a revision.
 
 Politeness, as Wikimedia asks of API users: a descriptive User-Agent with a contact, `maxlag=5`,
 gzip, up to 50 titles per request, continuation followed, one request at a time with a minimum
@@ -222,6 +223,18 @@ class MediaWikiClient:
             return RevisionAt(title, page=Page(meta=meta, wikitext=page.wikitext))
         return RevisionAt(title, absent=f"no revision at or before {moment} (created later)")
 
+    def rendered_html(self, title: str, revid: int) -> str:
+        """MediaWiki's own rendering of one revision (`action=parse&oldid=`): the HTML of its
+        content, every template rendered as readers see it. Raises WikiError when the request
+        fails or the answer renders another revision."""
+        data = self._call({"action": "parse", "oldid": str(revid), "prop": "text",
+                           "disableeditsection": "1", "disablelimitreport": "1"}, [title])
+        parsed = data.get("parse", {})
+        if parsed.get("revid") not in (None, revid) or not isinstance(parsed.get("text"), str):
+            raise WikiError(f"the API's rendering of revision {revid} came back without its "
+                            "HTML, or for another revision", [title])
+        return str(parsed["text"])
+
     def search_title(self, text: str) -> str | None:
         """The first article title `list=search` finds for `text`, if any."""
         found = self.query({"list": "search", "srsearch": text, "srlimit": "1",
@@ -287,9 +300,10 @@ class MediaWikiClient:
 
     # --- one request, politely ------------------------------------------------------------
 
-    def _call(self, params: dict[str, str]) -> dict[str, Any]:
+    def _call(self, params: dict[str, str], pages: Sequence[str] = ()) -> dict[str, Any]:
+        """One request; a WikiError names `pages`, else the titles asked for."""
         full = {**params, "format": "json", "formatversion": "2", "maxlag": str(MAXLAG_S)}
-        titles = params["titles"].split("|") if params.get("titles") else []
+        titles = list(pages) or (params["titles"].split("|") if params.get("titles") else [])
         retries = 0
         while True:
             outcome = self._attempt(full)

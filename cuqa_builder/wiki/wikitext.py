@@ -8,11 +8,10 @@ the links after it, or tell a bullet made only of links (a topic) from one with 
 
 from __future__ import annotations
 
-import functools
 import html
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date
 from urllib.parse import quote
 
@@ -32,6 +31,16 @@ from mwparserfromhell.wikicode import Wikicode
 
 from cuqa_builder.errors import CuqaError
 from cuqa_builder.records import Event, EventSource, Link, Page, event_id
+from cuqa_builder.wiki.rendered import (
+    CITATION_MARK,
+    FOREIGN_CLOSE,
+    FOREIGN_OPEN,
+    ITEM_BREAK,
+    LinkSpan,
+    Rendered,
+    TextBuilder,
+    superscript,
+)
 from cuqa_builder.wiki.titles import MONTHS
 
 WIKIPEDIA_INDEX = "https://en.wikipedia.org/w/index.php"
@@ -49,24 +58,6 @@ _LANGUAGE = re.compile(r"^[a-z]{2,3}(?:-[a-z]+)?$")
 _PARENTHETICAL = re.compile(r"\s*\([^()]*\)$")
 _DROPPED_TAGS = frozenset({"references", "gallery", "templatestyles", "imagemap", "timeline"})
 _BREAK_TAGS = frozenset({"br", "hr"})
-# Invisible characters editors leave in pages. Joiners (ZWNJ/ZWJ) matter between letters of some
-# scripts, so only those touching a space are dropped.
-_INVISIBLE = str.maketrans("", "", "\u200b\u200e\u200f\u2060\ufeff")
-_LOOSE_JOINERS = re.compile(r"(?<=\s)[\u200c\u200d]+|[\u200c\u200d]+(?=\s)")
-_SPACE_BEFORE_CLOSER = re.compile(r"\s+([.,;:!?)\]])")
-_SPACE_AFTER_OPENER = re.compile(r"([(\[])\s+")
-# Where a citation sat in the text: a character no page contains, so that what editors put
-# between and around citations (", ", "and", parentheses, "(in Spanish)") goes with them.
-CITATION_MARK = "\x1f"
-_CITATION_RUN = r"\x1f(?:[\s,;]*(?:\band\b|&)?[\s,;]*\x1f)*"
-_CITATIONS = re.compile(
-    rf"(?:\(\s*{_CITATION_RUN}\s*\)|{_CITATION_RUN})(?:\s*\((?:in|en)\s[A-Z][^()\x1f]{{0,40}}\))?"
-)
-# Placeholders left by old tools and bots, e.g. <<NEWSLINK MISSING>>.
-_PLACEHOLDER = re.compile(r"<<[^<>\n]{1,60}>>")
-# An entity the parser left as text (double-encoded `&amp;nbsp;`, or inside a parameter).
-_ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
-_EMPTY_BRACKETS = re.compile(r"\(\s*\)|\[\s*\]")
 # mwparserfromhell gives up on templates nested ~34 deep (counting the page's own wrapper) and
 # closes the outer ones early; no real page nests this deep.
 MAX_TEMPLATE_DEPTH = 20
@@ -195,90 +186,6 @@ def template_param(template: Template, name: str) -> str | None:
 # --- rendering --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class LinkSpan:
-    start: int
-    end: int
-    link: Link
-
-
-@dataclass
-class Rendered:
-    """Plain text of some wikitext with its links (and where they are) and its citation URLs."""
-
-    raw: str = ""
-    spans: list[LinkSpan] = field(default_factory=list)
-    citations: list[str] = field(default_factory=list)
-
-    @functools.cached_property
-    def text(self) -> str:
-        return clean_text(self.raw)
-
-    @property
-    def links(self) -> list[Link]:
-        """Links in text order, each distinct (title, label) once."""
-        unique: dict[tuple[str, str], Link] = {}
-        for span in self.spans:
-            unique.setdefault((span.link.title, span.link.text), span.link)
-        return list(unique.values())
-
-    def after(self, offset: int) -> Rendered:
-        """The text from `offset` on, with the links that start there or later."""
-        spans = [
-            LinkSpan(span.start - offset, span.end - offset, span.link)
-            for span in self.spans
-            if span.start >= offset
-        ]
-        return Rendered(self.raw[offset:], spans, list(self.citations))
-
-    def before(self, offset: int) -> Rendered:
-        """The text up to `offset`, with the links that end there or earlier."""
-        spans = [span for span in self.spans if span.end <= offset]
-        return Rendered(self.raw[:offset], spans, [])
-
-    def between_links(self) -> str:
-        """The text outside the links."""
-        rest, cursor = [], 0
-        for span in self.spans:
-            rest.append(self.raw[cursor : span.start])
-            cursor = span.end
-        rest.append(self.raw[cursor:])
-        return "".join(rest)
-
-    def only_links(self) -> bool:
-        """Whether the text is links and punctuation only (a topic bullet, not news)."""
-        return bool(self.spans) and not any(ch.isalnum() for ch in self.between_links())
-
-    def with_titles(self) -> str:
-        """The plain text with each link shown by the title of its article."""
-        parts, cursor = [], 0
-        for span in self.spans:
-            parts.append(self.raw[cursor : span.start])
-            parts.append(span.link.title)
-            cursor = span.end
-        parts.append(self.raw[cursor:])
-        return clean_text("".join(parts))
-
-
-def clean_text(raw: str) -> str:
-    """Single spaces, none left before punctuation where a citation or template was removed;
-    entities as their characters; no citation separators or placeholders left behind."""
-    text = raw.translate(_INVISIBLE)
-    if "&" in text:
-        text = _ENTITY.sub(lambda entity: html.unescape(entity.group()), text)
-    if CITATION_MARK in text:
-        text = _CITATIONS.sub(" ", text)
-    if "<<" in text:
-        text = _PLACEHOLDER.sub(" ", text)
-    if "(" in text or "[" in text:
-        text = _EMPTY_BRACKETS.sub(" ", text)
-    if "\u200c" in text or "\u200d" in text:
-        text = _LOOSE_JOINERS.sub("", text)
-    text = " ".join(text.split())
-    text = _SPACE_BEFORE_CLOSER.sub(r"\1", text)
-    return _SPACE_AFTER_OPENER.sub(r"\1", text).strip()
-
-
 class NamedRefs:
     """Citation URLs of a page's `<ref name=..>..</ref>`, for its reuses `<ref name=../>`.
 
@@ -313,9 +220,13 @@ def _ref_name(tag: Tag) -> str | None:
     return str(tag.get("name").value).strip() if tag.has("name") else None
 
 
-def render(nodes: Iterable[Node] | Wikicode, refs: NamedRefs | None = None) -> Rendered:
-    """Plain text, links and citations; `refs` resolves reused named references."""
-    renderer = _Renderer(refs or NamedRefs())
+def render(
+    nodes: Iterable[Node] | Wikicode, refs: NamedRefs | None = None, *, article: bool = False
+) -> Rendered:
+    """Plain text, links and citations; `refs` resolves reused named references. `article`
+    renders an entity article's prose and infobox values as a reader sees them (see
+    `_ArticleRenderer`); news lines keep the rendering their event ids were made from."""
+    renderer = (_ArticleRenderer if article else _Renderer)(refs or NamedRefs())
     renderer.nodes(nodes.nodes if isinstance(nodes, Wikicode) else nodes)
     return Rendered(renderer.raw(), renderer.spans, renderer.citations)
 
@@ -324,20 +235,11 @@ def plain_text(nodes: Iterable[Node] | Wikicode) -> str:
     return render(nodes).text
 
 
-class _Renderer:
+class _Renderer(TextBuilder):
     def __init__(self, refs: NamedRefs) -> None:
+        super().__init__()
         self.refs = refs
-        self.parts: list[str] = []
-        self.length = 0
-        self.spans: list[LinkSpan] = []
         self.citations: list[str] = []
-
-    def raw(self) -> str:
-        return "".join(self.parts)
-
-    def emit(self, text: str) -> None:
-        self.parts.append(text)
-        self.length += len(text)
 
     def nodes(self, nodes: Iterable[Node]) -> None:
         last_was_link = False
@@ -393,9 +295,7 @@ class _Renderer:
             self.emit(label_nodes)
         else:
             self.nodes(label_nodes)
-        label = " ".join("".join(self.parts[first_part:]).translate(_INVISIBLE).split())
-        if title and label:
-            self.spans.append(LinkSpan(start, self.length, Link(title=title, text=label)))
+        self.record_link(title, start, first_part)
 
     def wikilink(self, node: Wikilink) -> None:
         target = str(node.title)
@@ -512,10 +412,17 @@ def _joined(count: int) -> Handler:
 
 def _convert(r: _Renderer, node: Template) -> None:
     """`{{convert|5|km}}` -> "5 km"; `{{convert|5|to|10|km}}` -> "5 to 10 km"."""
-    words = [_positional(node, i) for i in range(1, 5)]
-    plain = [w.strip_code().strip() if w is not None else "" for w in words]
-    is_range = plain[1] in {"to", "-", "–", "and", "or", "by", "x", "×", "and(-)"}
+    plain = [_plain_positional(node, i) for i in range(1, 5)]
+    is_range = plain[1] in _RANGE_WORDS
     r.emit(" ".join(p for p in (plain[:4] if is_range else plain[:2]) if p))
+
+
+_RANGE_WORDS = frozenset({"to", "-", "–", "and", "or", "by", "x", "×", "and(-)"})
+
+
+def _plain_positional(node: Template, index: int) -> str:
+    value = _positional(node, index)
+    return value.strip_code().strip() if value is not None else ""
 
 
 def _linked(r: _Renderer, node: Template) -> None:
@@ -577,6 +484,200 @@ _TEMPLATES: dict[str, Handler] = {
     "interlanguage link": _linked,
     **{prefix.lower(): _prefixed(prefix + " ") for prefix in _SHIP_PREFIXES},
 }
+
+
+# --- entity articles ---------------------------------------------------------------------
+
+
+class _ArticleRenderer(_Renderer):
+    """An entity article's prose and infobox values as MediaWiki shows them, for a passage: the
+    items of list templates and `<br>` lines apart (`ITEM_BREAK`), names in other languages and
+    pronunciations marked (`FOREIGN_OPEN`...; a passage drops them with their brackets), dates,
+    conversions and "as of" written out, superscript notes (`Santiago<sup>a</sup>`), tables and
+    magic words (`__TOC__`) left out, an external link shown by its title."""
+
+    def node(self, node: Node) -> None:
+        if isinstance(node, Text) and "__" in node.value:
+            self.emit(_MAGIC_WORD.sub("", node.value))
+        elif isinstance(node, ExternalLink) and node.title is not None and not (
+            _BRACKETED.match(str(node.title).strip())
+        ):
+            self.code(node.title)  # [https://... the Act]: its title is part of the sentence
+        else:
+            super().node(node)
+
+    def tag(self, node: Tag) -> None:
+        name = str(node.tag).strip().lower()
+        if _list_marker(node) or name in _BREAK_TAGS:
+            self.emit(ITEM_BREAK)
+        elif name == "sup":
+            self.emit(superscript(node.contents.strip_code() if node.contents else ""))
+        elif name not in _ARTICLE_DROPPED_TAGS:
+            super().tag(node)
+
+    def template(self, node: Template) -> None:
+        name = template_name(node)
+        handler = _ARTICLE_TEMPLATES.get(name) or _article_template_family(name)
+        if handler is not None:
+            handler(self, node)
+        else:
+            super().template(node)
+
+
+_MAGIC_WORD = re.compile(r"__[A-Z]{2,}__")
+_BRACKETED = re.compile(r"^\(.*\)$", re.DOTALL)  # `[URL (Reuters)]`: a citation, not text
+_ARTICLE_DROPPED_TAGS = frozenset({"table", "mapframe", "maplink", "graph", "score", "math"})
+
+
+def _foreign(index: int | None) -> Handler:
+    """A template showing a name in another language or script (its `index`-th positional;
+    None: the last), marked so that a passage can leave it out."""
+
+    def render_foreign(r: _Renderer, node: Template) -> None:
+        r.emit(FOREIGN_OPEN)
+        r.code(_positional(node, index if index is not None else _positional_count(node)))
+        r.emit(FOREIGN_CLOSE)
+
+    return render_foreign
+
+
+def _pronunciation(r: _Renderer, node: Template) -> None:
+    """IPA, respelling, audio: nothing a passage keeps, but marked so that its brackets go."""
+    r.emit(FOREIGN_OPEN + FOREIGN_CLOSE)
+
+
+def _list_items(r: _Renderer, node: Template) -> None:
+    """`{{ubl|A|B}}`, `{{hlist|A|B}}`, `{{plainlist|* A\n* B}}`: every item, each on its own."""
+    for param in node.params:
+        if param.showkey:
+            continue  # title=, class=, style=
+        r.emit(ITEM_BREAK)
+        nodes = list(param.value.nodes)
+        if nodes and isinstance(nodes[0], Text) and nodes[0].value.lstrip()[:1] in ("*", "#"):
+            r.emit(nodes[0].value.lstrip().lstrip("*#"))  # the parser misses a first marker
+            nodes = nodes[1:]
+        r.nodes(nodes)
+    r.emit(ITEM_BREAK)
+
+
+def _as_of(r: _Renderer, node: Template) -> None:
+    """`{{As of|2018}}` -> "As of 2018"; `{{As of|2010|4|lc=y}}` -> "as of April 2010"."""
+    alt = template_param(node, "alt")
+    if alt:
+        r.emit(alt)
+        return
+    words = "Since" if template_param(node, "since") else "As of"
+    if template_param(node, "lc"):
+        words = words.lower()
+    r.emit(f"{words} {_date_text(node, 1, american=_american(node))}".rstrip())
+
+
+def _date(r: _Renderer, node: Template) -> None:
+    """`{{birth date|1969|7|18}}` -> "July 18, 1969" (`df=y`: "18 July 1969"); the first date
+    of `{{death date and age|...}}`."""
+    r.emit(_date_text(node, 1, american=not template_param(node, "df")))
+
+
+def _american(node: Template) -> bool:
+    return (template_param(node, "df") or "").lower() in ("us", "mdy")
+
+
+def _date_text(node: Template, first: int, *, american: bool) -> str:
+    year, month, day = (_plain_positional(node, first + i) for i in range(3))
+    name = MONTHS[int(month) - 1] if month.isdigit() and 1 <= int(month) <= 12 else month
+    day = day.lstrip("0")
+    if name and day:
+        return f"{name} {day}, {year}" if american else f"{day} {name} {year}"
+    return " ".join(part for part in (name, year) if part)
+
+
+def _convert_article(r: _Renderer, node: Template) -> None:
+    """`{{convert|24300|km2|sqmi}}` -> "24,300 square kilometres" (`abbr=on`: "24,300 km²"):
+    the first value and its unit."""
+    words = [_plain_positional(node, i) for i in range(1, 5)]
+    values, unit = ([words[0], words[2]], words[3]) if words[1] in _RANGE_WORDS else (
+        [words[0]], words[1])
+    shown = f" {words[1]} ".join(_thousands(v) for v in values if v)
+    name, symbol = _UNITS.get(unit, (unit, unit))
+    abbreviated = (template_param(node, "abbr") or "").lower() in ("on", "yes", "values")
+    r.emit(f"{shown} {symbol if abbreviated else name}".strip())
+
+
+def _thousands(number: str) -> str:
+    whole, dot, decimals = number.partition(".")
+    return f"{int(whole):,}{dot}{decimals}" if whole.isdigit() and len(whole) > 4 else number
+
+
+_UNITS = {  # unit code -> (name, symbol)
+    "km2": ("square kilometres", "km²"), "sqkm": ("square kilometres", "km²"),
+    "mi2": ("square miles", "sq mi"), "sqmi": ("square miles", "sq mi"),
+    "m2": ("square metres", "m²"), "ha": ("hectares", "ha"), "acre": ("acres", "acres"),
+    "km": ("kilometres", "km"), "mi": ("miles", "mi"), "m": ("metres", "m"),
+    "ft": ("feet", "ft"), "cm": ("centimetres", "cm"), "mm": ("millimetres", "mm"),
+    "in": ("inches", "in"), "kg": ("kilograms", "kg"), "lb": ("pounds", "lb"),
+    "t": ("tonnes", "t"), "C": ("°C", "°C"), "F": ("°F", "°F"),
+    "km/h": ("kilometres per hour", "km/h"), "mph": ("miles per hour", "mph"),
+    "e6km2": ("million square kilometres", "million km²"),
+    "e6mi2": ("million square miles", "million sq mi"),
+}
+_LIST_TEMPLATES = (
+    "ubl", "ublist", "unbulleted list", "unbulleted", "plainlist", "plain list", "flatlist",
+    "flat list", "hlist", "bulleted list", "bulletedlist", "blist", "bullet list",
+    "ordered list", "collapsible list", "br separated entries", "vunblist", "unordered list",
+    "comma separated entries", "enum", "nowrap list",
+)
+_FOREIGN_NAME_TEMPLATES = ("native name", "native phrase", "nq", "nastaliq", "script")
+_DATE_TEMPLATES = (
+    "birth date", "death date", "birth date and age", "death date and age", "start date",
+    "end date", "start date and age", "end date and age", "dob", "film date",
+)
+_ARTICLE_TEMPLATES: dict[str, Handler] = {
+    **dict.fromkeys(_LIST_TEMPLATES, _list_items),
+    **dict.fromkeys(_DATE_TEMPLATES, _date),
+    **dict.fromkeys(("emdash", "em dash", "mdashb", "--"), _literal("—")),
+    **dict.fromkeys(("endash", "en dash"), _literal("–")),
+    **dict.fromkeys(("sndash", "spaced en dash", "spaced dash"), _literal(" – ")),
+    **dict.fromkeys(("nobreak", "avoid wrap", "longitem", "url", "marriage", "married"), _nth(1)),
+    **dict.fromkeys(("birth-date", "death-date", "birth-date and age"), _last),
+    **dict.fromkeys(_FOREIGN_NAME_TEMPLATES, _foreign(2)),
+    **dict.fromkeys(("transl", "transliteration", "translit"), _foreign(None)),
+    "lang-rtl": _foreign(1),
+    "lang": _foreign(2),
+    "langx": _foreign(2),
+    "as of": _as_of,
+    "convert": _convert_article,
+    "cvt": _convert_article,
+}
+_PRONUNCIATION_PREFIXES = ("ipa", "audio", "respell", "pronunciation", "pron-")
+
+
+def _article_template_family(name: str) -> Handler | None:
+    """Families known by their prefix: `{{lang-uk|..}}` (a foreign name), `{{IPA-es|..}}`,
+    `{{IPAc-en|..}}`, `{{audio-es|..}}` (pronunciations)."""
+    if name.startswith("lang-"):
+        return _foreign(1)
+    if name.startswith(_PRONUNCIATION_PREFIXES):
+        return _pronunciation
+    return None
+
+
+# --- infobox -------------------------------------------------------------------------------
+
+_INFOBOX_START = re.compile(r"\{\{\s*[Ii]nfobox[\s_]")
+
+
+def infobox_source(wikitext: str) -> str | None:
+    """The wikitext of the page's first infobox, found without parsing the whole page (for
+    reading only its parameters)."""
+    found = _INFOBOX_START.search(wikitext)
+    if found is None:
+        return None
+    depth = 0
+    for brace in _BRACES.finditer(wikitext, found.start()):
+        depth += 1 if brace.group() == "{{" else -1
+        if depth == 0:
+            return wikitext[found.start() : brace.end()]
+    return None
 
 
 # --- titles, dates and events -------------------------------------------------------------
