@@ -261,11 +261,14 @@ def _bridge(entity: Entity, known: dict[str, KnownArticle]) -> _Bridge:
     return _Bridge(clean, entity_key(entity), names_of(entity), kind)
 
 
-def _answer_names(entity: Entity) -> tuple[str, list[str]]:
-    """The canonical answer and its aliases (the name as written, when it differs)."""
+def _answer_names(entity: Entity, article: KnownArticle | None) -> tuple[str, list[str]]:
+    """The canonical answer and its aliases: the name as written, and with the entity's article
+    at hand its title (where a redirect led) and the bold names of its lead."""
     answer = canonical_name(entity)
-    aliases = [n for n in dict.fromkeys([surface_name(entity.text)]) if n.casefold()
-               != answer.casefold()]
+    names = [surface_name(entity.text)]
+    if article is not None:
+        names += [article.evidence.title, *article.names]
+    aliases = [n for n in dict.fromkeys(names) if n.casefold() != answer.casefold()]
     return answer, aliases
 
 
@@ -521,7 +524,7 @@ class ConnectedGenerator(Generator):
              passage: str, known: str, spent: list[PromptCall], fallback: str | None,
              templated: bool = False) -> Candidate:
         """`templated`: the known question came from the infobox template file (no call)."""
-        answer, aliases = _answer_names(k_ent)
+        answer, aliases = _answer_names(k_ent, self.known_articles.get(entity_key(k_ent)))
         merged = substitute(known, bridge.names, description)
         masked = substitute(known, bridge.names, masked_description(description))
         assert merged is not None and masked is not None  # the step check found the name
@@ -548,7 +551,7 @@ class ConnectedGenerator(Generator):
 
     def _aab(self, event: Event, bridge: _Bridge, description: str, passage: str,
              category: str, spent: list[PromptCall], fallback: str | None = None) -> Candidate:
-        answer, aliases = _answer_names(bridge.entity)
+        answer, aliases = _answer_names(bridge.entity, self.known_articles.get(bridge.key))
         steps = self._intermediates(
             "AAB", event, bridge, description, passage, f"What are the {category}?", answer,
             f"Which of the {category} is {description}?",
