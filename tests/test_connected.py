@@ -389,3 +389,33 @@ def test_the_event_itself_is_no_bridge() -> None:
     counted: Counter[str] = Counter()
     assert [e.text for e in ConnectedGenerator.bridge_candidates(event, counted)] == ["Semilla"]
     assert counted == {THE_EVENT_ITSELF: 1}
+
+
+def test_a_model_of_the_cutoff_guesses_at_the_whole_question_while_composing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With --probe-model, that model (whose knowledge ends at the cutoff) makes the guesses at
+    the whole question, while composing as in validate: validate finds every checker call in
+    the cache and asks only the probes."""
+    with ScriptedLLM(ConnectedResponder()) as llm:
+        assert _build(tmp_path, llm, "events") == 0
+        assert _build(tmp_path, llm, "generate", "--probe-model", "cutoff-model") == 0
+        generated = llm.calls
+        guessers = {body["model"] for body in llm.requests
+                    if last_user_message(body).startswith("Imagine you know everything")
+                    and " a certain " not in last_user_message(body)}
+        assert guessers == {"cutoff-model"}
+        assert "cutoff-model (a model of the cutoff) guessed at the whole questions: 4 calls" \
+            in capsys.readouterr().out
+        (tmp_path / "articles.jsonl").unlink()  # grounding is not what is tested
+        assert _build(tmp_path, llm, "validate", "--min-question-words", "3",
+                      "--probe-model", "cutoff-model") == 0
+        asked = [last_user_message(body) for body in llm.requests[generated:]]
+        assert asked and not any(a.startswith("Imagine you know everything")
+                                 or "Background, as written before" in a for a in asked)
+    out = capsys.readouterr().out
+    assert "the whole question guessed by cutoff-model, a model whose knowledge ends at the " \
+        "cutoff (--probe-model)" in out
+    items = read_jsonl(tmp_path / "candidates.jsonl", Candidate)
+    assert all(v.knowledge == "cutoff" for item in items for v in item.validation.connected
+               if v.check == "unknown_before_cutoff")

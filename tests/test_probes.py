@@ -16,8 +16,8 @@ from cuqa_builder.llm.gateway import open_gateway
 from cuqa_builder.llm.settings import API_TIMEOUT_S, LOCAL_TIMEOUT_S, LLMSettings
 from cuqa_builder.prompts import load_prompt
 from cuqa_builder.records import Candidate, CheckFailure, CuqaItem
+from cuqa_builder.stages.endpoints import probe_settings
 from cuqa_builder.stages.options import BuildOptions
-from cuqa_builder.stages.validate import probe_settings
 from cuqa_builder.testing.openai_server import Reply, ScriptedLLM, last_user_message
 from cuqa_builder.validation.probes import Prober, ProbeResult
 from tests.validation_samples import aab, abc, hard, river

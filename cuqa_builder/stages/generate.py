@@ -19,6 +19,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -52,9 +53,8 @@ from cuqa_builder.jsonio import (
     write_jsonl,
 )
 from cuqa_builder.llm.batch import describe_batches, describe_files_read
-from cuqa_builder.llm.client import LLMClient
 from cuqa_builder.llm.estimate import CallPlan, calibration, compare
-from cuqa_builder.llm.gateway import open_gateway
+from cuqa_builder.llm.gateway import Gateway, open_gateway
 from cuqa_builder.llm.settings import LLMSettings, resolve_settings
 from cuqa_builder.llm.types import GatewayStats
 from cuqa_builder.ner import EntityExtractor, parse_tokens
@@ -72,6 +72,7 @@ from cuqa_builder.run import (
     RunContext,
     save_run_info,
 )
+from cuqa_builder.stages.endpoints import probe_settings
 from cuqa_builder.verification.checker import ItemChecker
 
 # Events in flight per allowed concurrent call: an event waits on one call at a time for most
@@ -97,6 +98,7 @@ class Tally:
     refused: int = 0  # outputs a step check refused (asked again, or the step failed)
     repaired: int = 0  # items written after at least one refused output
     articles: str = ""  # --known-source wiki: what the article lookups did
+    guesser: str = ""  # --probe-model: its guesses while composing
     set_aside: Counter[str] = field(default_factory=Counter)  # entities no bridge, by reason
     reasons: Counter[str] = field(default_factory=Counter)  # "step: reason" of each failure
 
@@ -456,7 +458,11 @@ async def _run(ctx: RunContext, tally: Tally) -> tuple[str, GatewayStats, CallPl
     writer = _Writer(ctx, tally)
     try:
         options = ctx.options.generate
-        async with open_gateway(settings) as gateway:
+        async with AsyncExitStack() as stack:
+            gateway = await stack.enter_async_context(open_gateway(settings))
+            small = settings.uses_local_model  # the embedded model is small
+            checker = await _compose_time_checker(ctx, gateway, small, stack)
+
             async def passage_entities(text: str) -> list[Entity]:
                 # spaCy runs in a thread; a batch round waits for it (the ABC question's call).
                 async with gateway.outside_work():
@@ -466,11 +472,10 @@ async def _run(ctx: RunContext, tally: Tally) -> tuple[str, GatewayStats, CallPl
                 async with gateway.outside_work():
                     return await find_entities.parse(text)
 
-            small = settings.uses_local_model  # the embedded model is small
             generator = RECIPES[options.prompts](
                 gateway, passage_entities, seed=seed, cutoff=ctx.window.label,
                 attempts=options.attempts, known_source=options.known_source, parse=parse,
-                structure_first=small, checker=_compose_time_checker(ctx, gateway, small),
+                structure_first=small, checker=checker,
             )
             if generator.known_source == "wiki":  # wiki passages: the events are looked up first
                 events = list(todo())
@@ -490,20 +495,33 @@ async def _run(ctx: RunContext, tally: Tally) -> tuple[str, GatewayStats, CallPl
                 entities = {e.id: e.entities for e in iter_jsonl(ctx.path(EVENTS), Event)}
                 hard = _hard_jobs(ctx, generator, entities)
                 await _run_jobs(ctx, "hard", hard, len(hard), writer, in_flight, gateway.stats)
+            if checker is not None and isinstance(checker.guesser, Gateway):
+                guessed = checker.guesser.stats
+                tally.guesser = (f"{checker.guesser.model} (a model of the cutoff) guessed at "
+                                 f"the whole questions: {guessed.calls} calls, "
+                                 f"{guessed.cache_hits} cache hits")
             return gateway.model, gateway.stats.model_copy(), plan
     finally:
         writer.close()
         find_entities.close()
 
 
-def _compose_time_checker(ctx: RunContext, gateway: LLMClient, small: bool
-                          ) -> ItemChecker | None:
+async def _compose_time_checker(
+    ctx: RunContext, gateway: Gateway, small: bool, stack: AsyncExitStack
+) -> ItemChecker | None:
     """The checker asked while composing: the generator itself, as the validate stage's default
-    checker (so validate reads its answers from the cache). None for a small model, which is no
-    judge of its own items (validate asks them), or when --check-model none turns them off."""
+    checker (so validate reads its answers from the cache), with the --probe-model (a model of
+    the cutoff) guessing at the whole question as validate's does. None for a small model, which
+    is no judge of its own items (validate asks them), or when --check-model none turns them
+    off."""
     if small or ctx.options.checks.check_model == "none":
         return None
-    return ItemChecker(gateway, ctx.window.label, counted=ctx.options.checks.guesses)
+    guesser = None
+    if ctx.options.checks.probe_model:
+        probe = probe_settings(ctx.options, ctx.path(LLM_CACHE))[0]
+        guesser = await stack.enter_async_context(open_gateway(probe))
+    return ItemChecker(gateway, ctx.window.label, counted=ctx.options.checks.guesses,
+                       guesser=guesser)
 
 
 def _summary(
@@ -544,6 +562,8 @@ def _summary(
         f"{stats.prompt_tokens} tokens in, {stats.completion_tokens} out, ${stats.cost:.4f}"
         f"{describe_batches(stats)}; wall {wall:.1f} s -> {ctx.path(CANDIDATES)}"
     )
+    if tally.guesser:
+        lines.append(f"  {tally.guesser}")
     if plan is not None:
         lines.append(compare(plan, stats))
     return "\n".join(lines)
