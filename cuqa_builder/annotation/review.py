@@ -46,6 +46,7 @@ from cuqa_builder.annotation.tasks import (
     changed_since_shown,
     quoted,
     required_annotators,
+    shown_hash_of,
 )
 from cuqa_builder.errors import CuqaError
 from cuqa_builder.records import Candidate, CheckFailure, CuqaItem, Review
@@ -177,6 +178,11 @@ class ReviewReport(BaseModel):
         default_factory=list, description="candidates that changed since their task was made "
         "(a refresh): those annotations are sent back, not applied"
     )
+    shown_unknown: list[str] = Field(
+        default_factory=list, description="candidates whose task does not say which question "
+        "and answer it showed (its meta.shown is missing or not a hash): those annotations are "
+        "sent back, not applied"
+    )
     needs_more_reviews: list[str] = Field(
         default_factory=list, description="candidates with fewer judgements than required"
     )
@@ -226,6 +232,11 @@ class ReviewReport(BaseModel):
             lines.append(f"  sent back, the question or answer changed since the task was made "
                          f"(a refresh?): {_ids(self.changed_since_shown)}; their annotations are "
                          "not applied: export or push the new text for review")
+        if self.shown_unknown:
+            lines.append(f"  sent back, the task does not say which question and answer it "
+                         f"showed (its meta.shown is missing or not a hash): "
+                         f"{_ids(self.shown_unknown)}; their annotations are not applied: push "
+                         "or export again for a task that does")
         if self.needs_more_reviews:
             lines.append(f"  need more reviews (fewer judgements than required; "
                          f"--allow-under-annotated decides them anyway): "
@@ -309,16 +320,16 @@ def review_export(
     votes_by_candidate: dict[str, list[Vote]] = {}
     required: dict[str, int] = {}
     unknown: list[str] = []
-    changed: list[str] = []
+    unshown: dict[str, list[str]] = {"changed_since_shown": [], "shown_unknown": []}
     for task in tasks:
         dumped = task.model_dump()
         candidate_id = candidate_id_of(dumped)
         if candidate_id not in known:
             unknown.append(candidate_id or f"task {task.id} (no candidate id)")
             continue
-        if changed_since_shown(dumped, known[candidate_id]):
-            if candidate_id not in changed:
-                changed.append(candidate_id)
+        if (kind := _not_proven_shown(dumped, known[candidate_id])) is not None:
+            if candidate_id not in unshown[kind]:
+                unshown[kind].append(candidate_id)
             continue
         wanted = required_annotators(dumped, rules.default_annotators)
         required[candidate_id] = max(required.get(candidate_id, 0), wanted)
@@ -330,8 +341,18 @@ def review_export(
     }
     items, sent_back = _release(known, decisions, rules.limits)
     report = _report(decisions, items, annotations, unknown, problems, sent_back)
-    return ReviewOutcome(items=items,
-                         report=report.model_copy(update={"changed_since_shown": changed}))
+    # A task that shows the text (pushed again) decides the candidate: the others are moot.
+    sent_back_unshown = {kind: [c for c in ids if c not in votes_by_candidate]
+                         for kind, ids in unshown.items()}
+    return ReviewOutcome(items=items, report=report.model_copy(update=sent_back_unshown))
+
+
+def _not_proven_shown(task: dict[str, Any], candidate: Candidate) -> str | None:
+    """Why nothing proves that the task's annotators saw the candidate's text as it is now (the
+    report field that lists such candidates), or None: they did."""
+    if shown_hash_of(task) is None:
+        return "shown_unknown"
+    return "changed_since_shown" if changed_since_shown(task, candidate) else None
 
 
 def _release(
