@@ -7,6 +7,7 @@ and degrades to something usable (or None) instead of raising.
 
 from __future__ import annotations
 
+import json
 import re
 
 # Phrases after which the answer itself starts; the last one in a text wins (CoT ends with it).
@@ -14,6 +15,10 @@ _ANSWER_MARKER = re.compile(
     r"\bso the (?:final )?answer is\b:?|\bthe (?:final )?answer is\b:?|\b(?:final )?answer\s*:",
     re.IGNORECASE,
 )
+# A code fence, with its language tag when one follows it on its line (or is `json`): a reply
+# "```json\n{...}\n```" is read as its contents, never as the answer "json".
+_FENCE = re.compile(r"```(?:[\w+-]+(?=[ \t]*\n)|json\b)?", re.IGNORECASE)
+_ANSWER_FIELDS = ("final_answer", "answer")
 _FINAL_ANSWER_MARKER = re.compile(r"\bso the final answer is\b\s*:?", re.IGNORECASE)
 _WRAPPING = " \t\"'`*_[]“”‘’"
 
@@ -39,9 +44,41 @@ def _first_line(text: str) -> str:
     return next((line for line in text.splitlines() if line.strip()), "")
 
 
+def _unfenced(text: str) -> str:
+    """The text without Markdown code fences (```json ... ```), their contents kept."""
+    return _FENCE.sub("", text)
+
+
+def _json_answer(text: str) -> str | None:
+    """The answer of a reply that ends with a JSON object (`{"final_answer": "Ankara"}`): its
+    "final answer" or "answer" field, else its only text field; None for anything else (a
+    reasoning that quotes JSON on its way to "the answer is ..." is read by its marker)."""
+    start, end = text.find("{"), text.rstrip().rfind("}")
+    if start < 0 or end < start or end != len(text.rstrip()) - 1:
+        return None
+    try:
+        fields = json.loads(text[start:end + 1])
+    except ValueError:
+        return None
+    if not isinstance(fields, dict):
+        return None
+    by_name = {re.sub(r"[\s_-]+", "_", str(k).strip().lower()): v for k, v in fields.items()}
+    chosen = next((by_name[name] for name in _ANSWER_FIELDS if name in by_name), None)
+    if chosen is None:
+        texts = [value for value in fields.values() if isinstance(value, str)]
+        chosen = texts[0] if len(texts) == 1 else None
+    if isinstance(chosen, list):  # several guesses: each counts
+        chosen = ", ".join(str(value) for value in chosen)
+    return None if chosen is None or isinstance(chosen, dict) else str(chosen)
+
+
 def extract_answer(text: str) -> str:
-    """The short answer in a completion: what follows the last "answer is" / "Answer:" marker
-    (on its line, or the next line when the marker ends one), else the first non-empty line."""
+    """The short answer in a completion: a JSON reply's answer field (fenced or not), else what
+    follows the last "answer is" / "Answer:" marker (on its line, or the next line when the
+    marker ends one), else the first non-empty line."""
+    text = _unfenced(text)
+    if (found := _json_answer(text)) is not None:
+        return _clean_short_answer(found)
     markers = list(_ANSWER_MARKER.finditer(text))
     rest = text[markers[-1].end():] if markers else text
     return _clean_short_answer(_first_line(rest))

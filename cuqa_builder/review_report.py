@@ -105,6 +105,11 @@ class ReviewReport(BaseModel):
         default_factory=list, description="candidates that changed since their task was made "
         "(a refresh): those annotations are sent back, not applied"
     )
+    shown_unknown: list[str] = Field(
+        default_factory=list, description="candidates whose task does not say which question "
+        "and answer it showed (its meta.shown is missing or not a hash): those annotations are "
+        "sent back, not applied"
+    )
     needs_more_reviews: list[str] = Field(
         default_factory=list, description="candidates with fewer judgements than required"
     )
@@ -154,6 +159,11 @@ class ReviewReport(BaseModel):
             lines.append(f"  sent back, the question or answer changed since the task was made "
                          f"(a refresh?): {_ids(self.changed_since_shown)}; their annotations are "
                          "not applied: export or push the new text for review")
+        if self.shown_unknown:
+            lines.append(f"  sent back, the task does not say which question and answer it "
+                         f"showed (its meta.shown is missing or not a hash): "
+                         f"{_ids(self.shown_unknown)}; their annotations are not applied: push "
+                         "or export again for a task that does")
         if self.needs_more_reviews:
             lines.append(f"  need more reviews (fewer judgements than required; "
                          f"--allow-under-annotated decides them anyway): "

@@ -14,8 +14,9 @@ from pydantic import BaseModel, Field, ValidationError
 
 from cuqa_builder.cutoff_estimate import CutoffProbeResult
 from cuqa_builder.errors import CuqaError, describe_validation_error
-from cuqa_builder.jsonio import atomic_write_json, count_records
-from cuqa_builder.snapshot import ARTICLES_SUBDIR
+from cuqa_builder.jsonio import atomic_write_json, count_records, read_model
+from cuqa_builder.records import Record
+from cuqa_builder.snapshot import ARTICLES_SUBDIR, SnapshotError
 from cuqa_builder.stages.options import BuildOptions
 from cuqa_builder.validation.limits import Limits
 from cuqa_builder.window import Window
@@ -74,6 +75,34 @@ def refuse_shrinking(
 def _first_names(names: Sequence[str], shown: int = 5) -> str:
     more = len(names) - shown
     return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
+
+
+class Manifest(Record):
+    """`manifest.json`: which revision of each page a run used, to fetch the same ones later."""
+
+    api: str
+    fetched: str  # ISO time of the fetch (or of reading a snapshot), UTC
+    pages: dict[str, int]  # title -> revid
+    snapshot: str | None = None  # the --source directory, when the pages came from one
+
+
+def built_from_snapshot(out: Path) -> Path | None:
+    """The snapshot a run was built from (its manifest.json names it); None for a run that
+    fetched its pages, or has no manifest yet. A run built from a snapshot keeps reading it:
+    fetching instead would rewrite its manifest and leave its articles behind. Raises
+    SnapshotError when the snapshot is no longer where the run recorded it."""
+    path = out / MANIFEST
+    if not path.exists():
+        return None
+    built_from = read_model(path, Manifest, "a manifest.json").snapshot
+    if built_from is None:
+        return None
+    if not Path(built_from).is_dir():  # a relative one is as the building command gave it
+        raise SnapshotError(
+            f"{out} was built from the snapshot {built_from}, which is not there (moved, "
+            "or named relative to another directory): pass --source with that snapshot"
+        )
+    return Path(built_from)
 
 
 class GenerationInfo(BaseModel):
@@ -175,10 +204,14 @@ def load_run_info(out: Path) -> RunInfo:
 
 
 def save_run_info(out: Path, **updates: object) -> RunInfo:
-    """Record settings (None values leave the recorded ones alone); returns what is recorded."""
-    info = load_run_info(out).model_copy(
+    """Record settings (None values leave the recorded ones alone); returns what is recorded.
+    Nothing is written when nothing changes (a command that only reads a run may find it
+    read-only)."""
+    recorded = load_run_info(out)
+    info = recorded.model_copy(
         update={key: value for key, value in updates.items() if value is not None}
     )
     info = RunInfo.model_validate(info.model_dump())  # re-checks the updated fields
-    atomic_write_json(out / RUN_INFO, info.model_dump(mode="json", exclude_none=True))
+    if info != recorded or not (out / RUN_INFO).exists():
+        atomic_write_json(out / RUN_INFO, info.model_dump(mode="json", exclude_none=True))
     return info

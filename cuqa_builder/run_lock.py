@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from datetime import datetime, timezone
@@ -44,21 +45,35 @@ class LockHolder(Record):
                 f"since {_clock(self.since)}")
 
 
+class RunLockError(CuqaError, OSError):
+    """The run's lock cannot be taken: its directory cannot be written, or something else sits
+    where the lock file belongs. Exit status 1."""
+
+
 @contextmanager
-def run_lock(directory: Path, program: str, *, wait: bool = False) -> Iterator[None]:
+def run_lock(directory: Path, program: str, *, wait: bool = False,
+             read_only: bool = False) -> Iterator[None]:
     """Hold `directory`'s lock for the block. Held by another process: `RunBusy` naming it, or
-    with `wait` a log line and a wait until it is free. The directory must exist."""
+    with `wait` a log line and a wait until it is free. The directory must exist. A command
+    that writes nothing there (`read_only`) goes on without the lock when the directory cannot
+    be written: nobody can write in it then."""
     path = directory / LOCK_FILE
+    if read_only and not _writable(directory):
+        log.debug("%s cannot be written: read without its lock", directory)
+        yield
+        return
     lock = FileLock(path)
     try:
         lock.acquire(blocking=False)
-    except Timeout:
+    except Timeout:  # (an OSError too: caught first)
         busy = _describe_holder(path, directory)
         if not wait:
             raise RunBusy(f"{busy}: let it finish, or add {WAIT_FOR_LOCK} to wait for it "
                           "(only one command at a time may write a run)") from None
         log.info("%s: waiting for it to finish (%s)", busy, WAIT_FOR_LOCK)
         lock.acquire()
+    except OSError as exc:
+        raise RunLockError(_why_no_lock(path, program, exc)) from None
     try:
         if (left := _read_holder(path)) is not None:
             log.warning("took over the lock of %s (pid %d, since %s), which ended without "
@@ -69,6 +84,25 @@ def run_lock(directory: Path, program: str, *, wait: bool = False) -> Iterator[N
     finally:
         _write_note(path, "")
         lock.release()
+
+
+def _writable(directory: Path) -> bool:
+    """Whether a file can be made in `directory` (the permission bits alone do not say: root
+    ignores them, a read-only mount does not)."""
+    try:
+        with tempfile.TemporaryFile(dir=directory):
+            return True
+    except OSError:
+        return False
+
+
+def _why_no_lock(path: Path, program: str, exc: OSError) -> str:
+    if path.is_dir():
+        return (f"{path} is a directory, where the run's lock file belongs: move it aside "
+                "(nothing in it is the run's)")
+    return (f"{path.parent} cannot be written ({exc.strerror}): {program} writes into the run "
+            f"and keeps its lock there ({LOCK_FILE}); make the directory writable, or work on "
+            "a copy of the run")
 
 
 def _describe_holder(path: Path, directory: Path) -> str:

@@ -73,7 +73,11 @@ def annotation(ann_id: int, user: int, result: list[Any], *, cancelled: bool = F
 
 def export_task(task_id: int, candidate_id: str, *annotations: dict[str, Any],
                 annotators: int | None = None) -> dict[str, Any]:
+    """A task of the `run` fixture's candidate `cand-NNNN`, as push made it (saying what it
+    showed); another id's task is one of no candidate of the run."""
     meta: dict[str, Any] = {"candidate_id": candidate_id}
+    if candidate_id.removeprefix("cand-").isdigit():
+        meta["shown"] = shown_hash(candidate(int(candidate_id.removeprefix("cand-"))))
     if annotators is not None:
         meta["annotators"] = annotators
     return {"id": task_id, "data": {"candidate_id": candidate_id, "question": "..."},
@@ -641,8 +645,35 @@ def test_an_annotation_of_a_text_that_changed_since_the_export_is_sent_back(
     present = {task_key(task) for task in tasks}
     fresh = tasks_to_import(build_tasks(candidates[:3]), present)
     assert [candidate_id_of(task) for task in fresh] == ["cand-0001"]
+    # A task that does not say what it showed proves nothing: the text gets a task that does.
     assert tasks_to_import(build_tasks(candidates[:3]), {("cand-0001", None)}) == \
-        build_tasks(candidates[1:3])  # a task made before tasks carried a hash
+        build_tasks(candidates[:3])
+
+
+@pytest.mark.parametrize("lost", ["deleted", "not a string"])
+def test_a_task_that_no_longer_says_what_it_showed_is_sent_back(
+    run: Path, capsys: pytest.CaptureFixture, lost: str
+) -> None:
+    """Issue 26, fault 7: the task of cand-0001 lost its meta.shown in Label Studio; nothing
+    proves its annotators saw the question it has now. cand-0002's two tasks: the old one
+    without the hash is moot once the new one (pushed again) is judged."""
+    export = [two_accepts(1, "cand-0001"), two_accepts(2, "cand-0002"),
+              two_accepts(3, "cand-0002"), two_accepts(4, "cand-0003")]
+    for task in export[:2]:
+        if lost == "deleted":
+            del task["meta"]["shown"]
+        else:
+            task["meta"]["shown"] = 12345
+    capsys.readouterr()
+    assert import_export(run, export) == 0
+    assert sorted(released(run)) == ["cand-0002", "cand-0003"]
+    assert report_of(run)["shown_unknown"] == ["cand-0001"]
+    assert ("sent back, the task does not say which question and answer it showed (its "
+            "meta.shown is missing or not a hash): cand-0001; their annotations are not "
+            "applied") in capsys.readouterr().out
+    present = {task_key(task) for task in export}
+    fresh = tasks_to_import(build_tasks([candidate(1), candidate(3)]), present)
+    assert [candidate_id_of(task) for task in fresh] == ["cand-0001"]
 
 
 def test_review_rules_default_to_two_judgements() -> None:

@@ -31,6 +31,17 @@ from cuqa_builder.answer_parsing import (
         ("\n\nover 70 percent..\nExplanation: the vote share.", "over 70 percent"),
         ("U.S.", "U.S"),
         ("", ""),
+        # JSON replies, fenced or not (issue 26, fault 6): never the fence's tag "json"
+        ('```json\n{"final_answer": "Ankara"}\n```', "Ankara"),
+        ('```json {"final_answer": "Ankara"} ```', "Ankara"),
+        ('```JSON\n{\n  "reasoning": "The capital.",\n  "answer": "Ankara."\n}\n```', "Ankara"),
+        ('Here it is: {"Final Answer": ["Ankara", "Izmir"]}', "Ankara, Izmir"),
+        ('{"city": "Ankara"}', "Ankara"),
+        ("```\nPort Vela\n```", "Port Vela"),
+        ("```Port Vela```", "Port Vela"),
+        ("```python\nprint(1)\n```\nAnswer: Port Vela", "Port Vela"),
+        ("The answer is {{unknown}}", "{{unknown}}"),
+        ('It read {"city": "Bonn"} once. So the answer is Berlin.', "Berlin"),
     ],
 )
 def test_extract_answer(text: str, answer: str) -> None:

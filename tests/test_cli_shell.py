@@ -19,8 +19,7 @@ from typing import Any
 import pytest
 import tomllib
 
-from cuqa_builder.cli import annotate, build, evaluate, models
-from cuqa_builder.cli.entry import INTERRUPTED
+from cuqa_builder.cli import INTERRUPTED, annotate, build, evaluate, models
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
 from cuqa_builder.records import Candidate
 from cuqa_builder.run import RunContext
@@ -46,11 +45,16 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
 
 
-def one_error_line(capsys: pytest.CaptureFixture[str], prog: str) -> str:
-    err = capsys.readouterr().err.strip().splitlines()
+def the_error_line(stderr: str, prog: str) -> str:
+    """The one line a failed command printed (of a process, or of capsys)."""
+    err = stderr.strip().splitlines()
     assert len(err) == 1, err
     assert err[0].startswith(f"{prog}: error: "), err
     return err[0]
+
+
+def one_error_line(capsys: pytest.CaptureFixture[str], prog: str) -> str:
+    return the_error_line(capsys.readouterr().err, prog)
 
 
 BAD_FLAGS = {
@@ -332,7 +336,24 @@ def test_a_real_ctrl_c_stops_a_run_that_resumes(
     assert len(read_jsonl(out / "candidates.jsonl", Candidate)) == EVENTS
 
 
-@pytest.mark.parametrize("module", ["pydantic", "cuqa_builder.cli.shell"])
+def test_nothing_but_the_entry_point_loads_before_ctrl_c_is_answered() -> None:
+    """Issue 26, fault 15: what a console script imports before its entry point can answer
+    Ctrl-C is a window in which Ctrl-C prints a traceback; it used to import `typing` (and 35
+    more modules: ~10 ms, tens on a busy machine). In a bare interpreter (`-S`: no site
+    packages to load anything first) importing the entry point loads the package's own three
+    small modules and nothing else."""
+    probe = ("import sys; before = set(sys.modules); import cuqa_builder.cli.entry; "
+             "print(sorted(set(sys.modules) - before))")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-S", "-c", probe], env=env, capture_output=True,
+                          text=True, timeout=60, check=True)
+    assert done.stdout.strip() == str(["cuqa_builder", "cuqa_builder.cli",
+                                       "cuqa_builder.cli.entry"])
+
+
+# From the earliest point the entry point controls to the slowest imports.
+@pytest.mark.parametrize("module", ["cuqa_builder.cli.entry", "pydantic",
+                                    "cuqa_builder.cli.shell"])
 def test_ctrl_c_while_the_command_imports_is_exit_130(
     module: str, tmp_path: Path, cpu_load: None
 ) -> None:

@@ -10,24 +10,33 @@ round's file as an offline engine would.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import resource
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cuqa_builder.testing.algorithm_llm import AlgorithmResponder
+from cuqa_builder.jsonio import read_jsonl, write_jsonl
+from cuqa_builder.records import Candidate, Entity, Event, GenerationFailure
+from cuqa_builder.run import CANDIDATES, EVENTS, GENERATION_FAILURES
+from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events
 from cuqa_builder.testing.batch_server import answer_batch_file
-from cuqa_builder.testing.openai_server import Reply, ScriptedLLM
+from cuqa_builder.testing.mediawiki_server import MediaWikiServer
+from cuqa_builder.testing.openai_server import Reply, Responder, ScriptedLLM, last_user_message
+from tests.test_cli_shell import the_error_line
+from tests.test_connected import ConnectedResponder
 
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "wiki-sample"
 OUTPUTS = ("events.jsonl", "candidates.jsonl", "cuqa.jsonl")
@@ -93,7 +102,8 @@ def cached_calls(run: Path) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def clean(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
+def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run the command made without a fault (tests work on copies of it)."""
     run = tmp_path_factory.mktemp("clean") / "run"
     endpoint = Endpoint()
     with ScriptedLLM(endpoint) as llm:
@@ -101,7 +111,19 @@ def clean(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
                               timeout=300)
     assert done.returncode == 0, done.stderr
     assert len(set(endpoint.answered)) == len(endpoint.answered), "a clean run repeated a call"
-    return outputs(run)
+    return run
+
+
+@pytest.fixture(scope="module")
+def clean(finished: Path) -> dict[str, list[str]]:
+    return outputs(finished)
+
+
+@pytest.fixture
+def a_copy(finished: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "run"
+    shutil.copytree(finished, copy)
+    return copy
 
 
 def kill_when(condition: Callable[[], bool], process: subprocess.Popen[str]) -> bool:
@@ -208,6 +230,21 @@ def batch_files_command(run: Path, rounds: Path) -> list[str]:
     return [*argv[:at], *argv[at + 2:], "--batch-files", str(rounds)]
 
 
+def last_round(rounds: Path) -> Path:
+    return max(rounds.glob("round-*.input.jsonl"))
+
+
+def output_of(source: Path) -> Path:
+    return source.with_name(source.name.replace(".input.", ".output."))
+
+
+def answer_last_round(rounds: Path, engine: Responder) -> None:
+    """What an offline engine does with the newest round's input file."""
+    source = last_round(rounds)
+    answers = answer_batch_file(source.read_text().splitlines(), engine)
+    output_of(source).write_text("\n".join(answers) + "\n")
+
+
 def test_a_half_written_round_is_not_read_and_a_rerun_equals_a_clean_run(
     clean: dict[str, list[str]], tmp_path: Path
 ) -> None:
@@ -220,12 +257,12 @@ def test_a_half_written_round_is_not_read_and_a_rerun_equals_a_clean_run(
         if done.returncode == 0:
             break
         assert done.returncode == 75, done.stderr
-        source = max(rounds.glob("round-*.input.jsonl"))
-        target = source.with_name(source.name.replace(".input.", ".output."))
-        answers = answer_batch_file(source.read_text().splitlines(), engine)
-        if faulted or source.name != "round-002.input.jsonl":
-            target.write_text("\n".join(answers) + "\n")
+        if faulted or last_round(rounds).name != "round-002.input.jsonl":
+            answer_last_round(rounds, engine)
             continue
+        source = last_round(rounds)
+        target = output_of(source)
+        answers = answer_batch_file(source.read_text().splitlines(), engine)
         # The engine has written half its lines and is in the middle of the next one.
         half = len(answers) // 2
         target.write_text("\n".join(answers[:half]) + "\n" + answers[half][:30])
@@ -242,3 +279,344 @@ def test_a_half_written_round_is_not_read_and_a_rerun_equals_a_clean_run(
              for line in path.read_text().splitlines()]
     assert len(asked) == len(set(asked)), "a call was written into two rounds"
     assert outputs(run) == clean
+
+
+# --- issue 26: nothing lost, nothing stuck, nothing silent -----------------------------------
+
+
+def cuqa_build(*args: str | Path, **popen: Any) -> subprocess.CompletedProcess[str]:
+    """A real `cuqa-build` process."""
+    argv = [sys.executable, "-m", "cuqa_builder.cli.build", *map(str, args)]
+    return subprocess.run(argv, env=ENV, capture_output=True, text=True, timeout=300, **popen)
+
+
+def files(directory: Path) -> dict[str, bytes]:
+    """Every file under `directory` with its bytes: what a refused command must leave alone."""
+    return {str(path.relative_to(directory)): path.read_bytes()
+            for path in sorted(directory.rglob("*")) if path.is_file()}
+
+
+def assert_refused(done: subprocess.CompletedProcess[str], status: int, line: str) -> None:
+    """The command ended with `status` and printed one line: `cuqa-build: error: LINE`."""
+    assert done.returncode == status, done.stderr
+    assert the_error_line(done.stderr, "cuqa-build") == f"cuqa-build: error: {line}"
+
+
+def without(argv: list[str], flag: str) -> list[str]:
+    at = argv.index(flag)
+    return [*argv[:at], *argv[at + 2:]]
+
+
+def test_a_run_built_from_a_snapshot_goes_on_reading_it(
+    a_copy: Path, clean: dict[str, list[str]]
+) -> None:
+    """Fault 1: `--stage all` without `--source` on a run built from one: the snapshot is read
+    again (nothing fetched: the wiki is out of reach here, and its manifest is kept), and the
+    run equals a clean one, paying nothing again (validate finds the snapshot's articles)."""
+    manifest = json.loads((a_copy / "manifest.json").read_text())
+    endpoint = Endpoint()
+    with ScriptedLLM(endpoint) as llm:
+        argv = without(command(a_copy, llm), "--source")
+        again = subprocess.run([*argv, "--stage", "all"], env=ENV, capture_output=True,
+                               text=True, timeout=300)
+        assert again.returncode == 0, again.stderr
+        assert not endpoint.answered
+    kept = json.loads((a_copy / "manifest.json").read_text())
+    assert {**kept, "fetched": None} == {**manifest, "fetched": None}
+    assert kept["snapshot"] == str(SAMPLE)
+    assert outputs(a_copy) == clean
+
+
+def test_a_run_whose_snapshot_moved_is_refused_before_anything_is_written(
+    tmp_path: Path,
+) -> None:
+    snapshot, run = tmp_path / "snapshot", tmp_path / "run"
+    shutil.copytree(SAMPLE, snapshot)
+    made = cuqa_build("--out", run, "--source", snapshot, "--cutoff", "2023-04", "--until",
+                      "2023-12-31", "--stage", "events", "-q")
+    assert made.returncode == 0, made.stderr
+    snapshot.rename(tmp_path / "moved")
+    before = files(run)
+    with MediaWikiServer({}) as wiki:
+        refused = cuqa_build("--out", run, "--stage", "all", "-q", "--wiki-api", wiki.api_url)
+        assert not wiki.requests
+    assert_refused(refused, 1,
+        f"{run} was built from the snapshot {snapshot}, which is not there "
+        "(moved, or named relative to another directory): pass --source with that snapshot")
+    assert files(run) == before
+
+
+def test_an_event_with_no_entity_to_bridge_fails_alone(tmp_path: Path) -> None:
+    """Fault 2: `--known-source model` (the connected recipe) on events of which one names only
+    a nationality group: that event goes to generation-failures.jsonl with its reason, the
+    others are made."""
+    run = tmp_path / "run"
+    demonym = Entity(text="Solace Party", label="NORP")
+    events = [*make_events(3), *make_events(1, per_event=1, pool=(demonym,))]
+    write_jsonl(run / EVENTS, events)
+    with ScriptedLLM(ConnectedResponder()) as llm:
+        done = cuqa_build("--out", run, "--cutoff", "2023-04", "--until", "2023-12-31",
+                          "--stage", "generate", "--known-source", "model", "-q",
+                          "--base-url", llm.base_url, "--model", "scripted")
+        assert done.returncode == 0, done.stderr
+        asked = {last_user_message(body) for body in llm.requests}
+    [failure] = read_jsonl(run / GENERATION_FAILURES, GenerationFailure)
+    assert failure.event_id == events[-1].id and failure.step == "ChooseBridge"
+    assert failure.reason == ("no entity of the event can be a bridge: 1 a nationality, "
+                              "religious or political group (NORP): an adjective, not a thing")
+    made = read_jsonl(run / CANDIDATES, Candidate)
+    assert sorted(c.event.id for c in made) == sorted(e.id for e in events[:3])
+    assert not any(events[-1].text in prompt for prompt in asked)  # nothing paid for it
+
+
+def read_only(directory: Path) -> None:
+    for path in [directory, *directory.rglob("*")]:
+        path.chmod(0o555 if path.is_dir() else 0o444)
+
+
+def drop_root_overrides() -> None:
+    """In the child, before it runs the command: file modes bind it even as root (the two
+    capabilities that let root ignore them leave its bounding set, so the command never has
+    them)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    for capability in (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH):
+        if libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
+CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, PR_CAPBSET_DROP = 1, 2, 24  # <linux/capability.h>
+
+
+@pytest.fixture
+def modes_bind(tmp_path: Path) -> dict[str, Any]:
+    """What to start a command with so that a read-only directory is read-only for it (tests
+    here may run as root)."""
+    if os.geteuid() != 0:
+        return {}
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    read_only(probe)
+    try:
+        tried = subprocess.run([sys.executable, "-c", f"open({str(probe / 'x')!r}, 'w')"],
+                               preexec_fn=drop_root_overrides, capture_output=True)
+    except subprocess.SubprocessError as exc:
+        pytest.skip(f"root cannot give up overriding file modes here ({exc})")
+    if tried.returncode == 0:
+        pytest.skip("root still writes into a read-only directory without CAP_DAC_OVERRIDE")
+    return {"preexec_fn": drop_root_overrides}
+
+
+def batch_files_generate(run: Path, rounds: Path, *flags: str) -> list[str]:
+    return ["--out", str(run), "--cutoff", "2023-04", "--prompts", "paper", "--stage",
+            "generate", "-q", "--batch-files", str(rounds), *flags]
+
+
+def asked_in_rounds(rounds: Path) -> Counter[str]:
+    return Counter(json.loads(line)["custom_id"] for path in rounds.glob("round-*.input.jsonl")
+                   for line in path.read_text().splitlines())
+
+
+class Refusing:
+    """An offline engine that answers every request with an error status (and counts them)."""
+
+    def __init__(self) -> None:
+        self.answered = 0
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        self.answered += 1
+        return Reply(status=500, text="the engine ran out of memory")
+
+
+def test_a_batch_request_failing_in_every_round_fails_after_max_retries(tmp_path: Path) -> None:
+    """Fault 3: every round of `--batch-files` answered with HTTP 500 and `--max-retries 2`:
+    each request is asked in 3 rounds, then fails with its error as a live call does (and, as
+    live, the next command asks it again)."""
+    run, rounds = tmp_path / "run", tmp_path / "rounds"
+    write_jsonl(run / EVENTS, make_events(5))
+    argv = batch_files_generate(run, rounds, "--model", "scripted", "--max-retries", "2")
+    engine = Refusing()
+    for _ in range(10):
+        done = cuqa_build(*argv)
+        if done.returncode != 75:
+            break
+        answer_last_round(rounds, engine)
+    asked = asked_in_rounds(rounds)
+    assert len(asked) == 10 and set(asked.values()) == {3}  # two calls a event, three rounds
+    assert engine.answered == 30 and len(list(rounds.glob("*.input.jsonl"))) == 3
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith(
+        "cuqa-build: error: generate failed: no candidate could be made: 5 failed, most "
+        "commonly UnknownQuestionGen: scripted: batch call failed after 3 rounds: HTTP 500: "
+        "the engine ran out of memory")
+    failures = read_jsonl(run / GENERATION_FAILURES, GenerationFailure)
+    assert len(failures) == 5 and all("after 3 rounds: HTTP 500" in f.reason for f in failures)
+    assert cuqa_build(*argv).returncode == 75 and (rounds / "round-004.input.jsonl").exists()
+
+
+def test_a_rounds_directory_that_cannot_be_written_is_one_line(
+    tmp_path: Path, modes_bind: dict[str, Any]
+) -> None:
+    """Fault 4: no asyncio "Task exception was never retrieved" after the error; nothing is
+    left waiting, so the same command with a writable directory writes the first round."""
+    run, rounds = tmp_path / "run", tmp_path / "rounds"
+    write_jsonl(run / EVENTS, make_events(3))
+    rounds.mkdir()
+    read_only(rounds)
+    argv = batch_files_generate(run, rounds, "--model", "scripted")
+    refused = cuqa_build(*argv, **modes_bind)
+    assert_refused(refused, 1,
+        f"generate failed: cannot write the round file in {rounds} "
+        "(Permission denied): --batch-files needs a directory this command may write")
+    rounds.chmod(0o755)
+    assert list(rounds.iterdir()) == [] and cuqa_build(*argv).returncode == 75
+    assert len(asked_in_rounds(rounds)) == 6
+
+
+def test_a_checker_reply_in_a_fenced_json_block_is_read_for_its_answer(tmp_path: Path) -> None:
+    """Fault 6: a checker that wraps its guesses in ```json {"guesses": [...]}``` gives its
+    guesses, not "json": every item whose masked question it guesses fails `connected`."""
+    run = tmp_path / "run"
+    responder = ConnectedResponder()
+    common = ["--cutoff", "2023-04", "--until", "2023-12-31", "--source", str(SAMPLE), "--out",
+              str(run), "--limit", "5", "-q", "--model", "scripted", "--min-question-words", "3"]
+    with ScriptedLLM(responder) as llm:
+        for stage in ("events", "generate"):
+            made = cuqa_build(*common, "--stage", stage, "--base-url", llm.base_url)
+            assert made.returncode == 0, made.stderr
+        (run / "articles.jsonl").unlink()  # no grounding: its verdicts are not tested here
+        responder.shortcuts = {"": '```json\n{"guesses": ["ANSWER", "Atlantis"]}\n```'}
+        before = llm.calls
+        checked = cuqa_build(*common, "--stage", "validate", "--base-url", llm.base_url,
+                             "--check-model", "checker")
+        assert checked.returncode in (0, 1), checked.stderr
+        asked = llm.requests[before:]
+    items = read_jsonl(run / CANDIDATES, Candidate)
+    assert len(asked) == 3 * len(items) and {body["model"] for body in asked} == {"checker"}
+    for item in items:
+        assert item.validation is not None and not item.validation.passed
+        [failure] = [f for f in item.validation.failures if f.check == "connected"]
+        [verdict] = [v for v in item.validation.connected if v.check == "connected"]
+        assert verdict.reply.startswith('```json\n{"guesses": ')
+        assert verdict.guesses == [item.answer, "Atlantis"] and item.answer in failure.reason
+    assert not (run / "cuqa.jsonl").read_text()
+
+
+def test_another_known_source_is_refused_and_run_json_left_alone(a_copy: Path) -> None:
+    """Fault 8: a run generated with `--known-source wiki`, asked for `model`: refused like
+    another recipe, before anything is called or written."""
+    before = files(a_copy)
+    with ScriptedLLM(Endpoint()) as llm:
+        argv = [*without(command(a_copy, llm), "--known-source"), "--known-source", "model"]
+        refused = subprocess.run(argv, env=ENV, capture_output=True, text=True, timeout=300)
+        assert llm.calls == 0
+    assert_refused(refused, 2,
+        f"{a_copy} was generated with --known-source wiki; --known-source "
+        "model would mix two known sources' candidates: use another --out")
+    assert files(a_copy) == before
+
+
+def test_the_estimate_refuses_what_the_command_refuses(a_copy: Path) -> None:
+    """Fault 9: `--estimate --prompts connected` on a run of the paper recipe prints the line
+    the real command prints, not an estimate."""
+    before = files(a_copy)
+    with ScriptedLLM(Endpoint()) as llm:
+        argv = [*without(command(a_copy, llm), "--prompts"), "--prompts", "connected"]
+        real = subprocess.run(argv, env=ENV, capture_output=True, text=True, timeout=300)
+        estimate = subprocess.run([*argv, "--estimate"], env=ENV, capture_output=True,
+                                  text=True, timeout=300)
+        assert llm.calls == 0
+    for done in (real, estimate):
+        assert_refused(done, 2, f"{a_copy} was generated with --prompts paper; --prompts "
+                       "connected would mix two recipes' candidates: use another --out")
+    assert estimate.stdout == ""
+    assert files(a_copy) == before
+
+
+def test_an_open_round_of_another_model_is_named_before_a_new_round(tmp_path: Path) -> None:
+    """Fault 10: round 1 answered for model A, the next command run with model B: it says that
+    round is open for A and how to go on with it; run with A, the round is read."""
+    run, rounds = tmp_path / "run", tmp_path / "rounds"
+    write_jsonl(run / EVENTS, make_events(3))
+    first = cuqa_build(*batch_files_generate(run, rounds, "--model", "model-a"))
+    assert first.returncode == 75, first.stderr
+    answer_last_round(rounds, AlgorithmResponder())
+    switched = cuqa_build(*batch_files_generate(run, rounds, "--model", "model-b"))
+    assert switched.returncode == 75
+    assert (f"{rounds}/round-001.input.jsonl is an open round of --model model-a (6 requests, "
+            "answered in round-001.output.jsonl), which this command (--model model-b) does "
+            "not read: it writes a round of its own. To go on with that round instead, run the "
+            "command with --model model-a") in switched.stderr
+    assert cached_calls(run) == set()
+    again = cuqa_build(*batch_files_generate(run, rounds, "--model", "model-a"))
+    assert again.returncode == 75 and len(cached_calls(run)) == 6  # round 1 read
+    assert "round-001.input.jsonl is an open round" not in again.stderr
+    assert "round-002.input.jsonl is an open round of --model model-b (6 requests)" \
+        in again.stderr  # now B's round waits, unanswered
+    third = [json.loads(line)["body"]["model"] for line in
+             (rounds / "round-003.input.jsonl").read_text().splitlines()]
+    assert set(third) == {"model-a"}
+
+
+def test_a_news_line_with_nul_bytes_is_dropped_and_named(tmp_path: Path) -> None:
+    """Fault 13: NUL bytes in one news line cost that line (named in a warning), not the whole
+    day page."""
+    snapshot = tmp_path / "snapshot"
+    snapshot.mkdir()
+    page = "Portal%3ACurrent_events%2F2023_September_10"
+    text = (SAMPLE / f"{page}.wiki").read_text(encoding="utf-8")
+    broken = "**The death toll from the earthquake in [[Morocco]] rises"
+    assert broken in text
+    (snapshot / f"{page}.wiki").write_text(
+        text.replace(broken, broken.replace("death toll", "death\0 toll\0\0")), encoding="utf-8")
+    sidecar = json.loads((SAMPLE / f"{page}.json").read_text())
+    sidecar.pop("sha256", None)  # the page is edited: its old hash would not match
+    (snapshot / f"{page}.json").write_text(json.dumps(sidecar))
+    done = cuqa_build("--out", tmp_path / "run", "--source", snapshot, "--cutoff", "2023-04",
+                      "--until", "2023-12-31", "--stage", "events", "-q")
+    assert done.returncode == 0, done.stderr
+    assert ("WARNING cuqa_builder.stages.events: Portal:Current events/2023 September 10: line 5 "
+            "dropped: it holds NUL characters, which no wikitext has ('**The death toll from "
+            "the earthquake in [[Morocco]] rises") in done.stderr
+    events = read_jsonl(tmp_path / "run" / EVENTS, Event)
+    assert len(events) == 3 and not any("Morocco" in event.text for event in events)
+    assert "1 pages read, 0 day pages outside the window, 0 skipped, 1 warnings" in done.stdout
+
+
+def test_a_read_only_run_answers_the_commands_that_only_read_it(
+    a_copy: Path, tmp_path: Path, modes_bind: dict[str, Any]
+) -> None:
+    """Fault 14: on a read-only run, `--stage release` (written elsewhere) and `--estimate`
+    (calibrated on the sound cache, opened read-only) work; a stage that writes says what is
+    wrong, in one line."""
+    items = [c.to_item() for c in read_jsonl(a_copy / CANDIDATES, Candidate)[:2]]
+    write_jsonl(a_copy / "cuqa.jsonl", items)  # as a review would leave them
+    read_only(a_copy)
+    before = files(a_copy)
+    released = cuqa_build("--out", a_copy, "--stage", "release", "--name", "ro", "-q",
+                          "--output-root", tmp_path / "releases", **modes_bind)
+    assert released.returncode == 0, released.stderr
+    assert (tmp_path / "releases" / "ro" / "cuqa.jsonl").read_text() == \
+        (a_copy / "cuqa.jsonl").read_text()
+    with ScriptedLLM(Endpoint()) as llm:
+        argv = command(a_copy, llm)[3:]
+        estimated = cuqa_build(*argv, "--stage", "validate", "--estimate", **modes_bind)
+        assert estimated.returncode == 0, estimated.stderr
+        assert "model scripted (calibrated on " in estimated.stdout
+        refused = cuqa_build(*argv, "--stage", "validate", **modes_bind)
+        assert llm.calls == 0
+    assert_refused(refused, 1,
+        f"{a_copy} cannot be written (Permission denied): cuqa-build writes "
+        "into the run and keeps its lock there (.cuqa-lock); make the directory writable, or "
+        "work on a copy of the run")
+    assert files(a_copy) == before
+
+
+def test_a_directory_where_the_lock_file_belongs_is_named(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    (run / ".cuqa-lock").mkdir(parents=True)
+    refused = cuqa_build("--out", run, "--source", SAMPLE, "--cutoff", "2023-04", "--stage",
+                         "events", "-q")
+    assert_refused(refused, 1,
+        f"{run}/.cuqa-lock is a directory, where the run's lock file "
+        "belongs: move it aside (nothing in it is the run's)")
+    assert sorted(p.name for p in run.iterdir()) == [".cuqa-lock"]

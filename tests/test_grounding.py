@@ -301,3 +301,43 @@ def test_ground_fetches_the_known_answer_only_when_the_bridge_does_not_name_it(
                                      "2023-04-30 (revid 301)")
     released = (tmp_path / "cuqa.jsonl").read_text()
     assert '"grounding"' in released and '"sentences"' in released
+
+
+# --- redirects the API leaves unresolved (issue 26, fault 5) ----------------------------------
+
+# Two gates whose articles were merged and unmerged until each redirects to the other, and a
+# station renamed twice (a double redirect, one hop of which the API resolves).
+LOOPING = {
+    "North Gate of Dunmere": (307, "2022-01-01T00:00:00Z", "#REDIRECT [[South Gate of Dunmere]]"),
+    "South Gate of Dunmere": (308, "2022-01-01T00:00:00Z",
+                              "#redirect: [[North Gate of Dunmere]] {{R from merge}}"),
+    "Dunmere Halt": (309, "2022-01-01T00:00:00Z", "#REDIRECT [[Dunmere Central]]"),
+    "Dunmere Central": (310, "2022-02-02T00:00:00Z",
+                        "'''Dunmere Central''' is the main railway station of [[Dunmere]]."),
+}
+GATE = Entity(text="North Gate", label="FAC", wiki_title="North Gate of Dunmere")
+STATION = Entity(text="Dunmere Station", label="FAC", wiki_title="Dunmere Station")
+
+
+def test_a_redirect_loop_is_no_article_and_a_double_redirect_is_followed(tmp_path: Path) -> None:
+    redirects = {"North Gate of Dunmere": "South Gate of Dunmere",
+                 "South Gate of Dunmere": "North Gate of Dunmere",
+                 "Dunmere Station": "Dunmere Halt"}
+    with MediaWikiServer(LOOPING, redirects=redirects) as server:
+        store = _store(tmp_path, server)
+        counts = store.ensure([GATE, STATION])
+        grounder = Grounder(store, CUTOFF, spacy_analyser("en_core_web_sm"))
+        verdict = _verdict(grounder, _abc_item(GATE, CITY, "Which city is North Gate in?"),
+                           BRIDGE)
+    # one request finds the loop (the API took the first hop), two the station
+    assert counts.looked_up == {"missing": 1, "found": 1} and counts.requests == 3
+    gate = store.lookup(GATE)
+    assert gate is not None and gate.status == "missing"
+    assert gate.reason == ("'North Gate of Dunmere': no article, its redirects go round (North "
+                           "Gate of Dunmere -> South Gate of Dunmere -> North Gate of Dunmere)")
+    assert not verdict.passed and not verdict.evidence  # the stub is no evidence
+    assert "its redirects go round" in verdict.reason
+    station = store.lookup(STATION)
+    assert station is not None and station.found and station.title == "Dunmere Central"
+    assert station.redirect == "Dunmere Station" and station.revid == 310
+    assert not (tmp_path / "pages/articles/South_Gate_of_Dunmere.wiki").exists()

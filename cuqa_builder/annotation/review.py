@@ -45,6 +45,7 @@ from cuqa_builder.annotation.tasks import (
     candidate_id_of,
     changed_since_shown,
     required_annotators,
+    shown_hash_of,
 )
 from cuqa_builder.errors import CuqaError
 from cuqa_builder.records import Candidate, CheckFailure, CuqaItem, Review
@@ -164,16 +165,16 @@ def review_export(
     votes_by_candidate: dict[str, list[Vote]] = {}
     required: dict[str, int] = {}
     unknown: list[str] = []
-    changed: list[str] = []
+    unshown: dict[str, list[str]] = {"changed_since_shown": [], "shown_unknown": []}
     for task in tasks:
         dumped = task.model_dump()
         candidate_id = candidate_id_of(dumped)
         if candidate_id not in known:
             unknown.append(candidate_id or f"task {task.id} (no candidate id)")
             continue
-        if changed_since_shown(dumped, known[candidate_id]):
-            if candidate_id not in changed:
-                changed.append(candidate_id)
+        if (kind := _not_proven_shown(dumped, known[candidate_id])) is not None:
+            if candidate_id not in unshown[kind]:
+                unshown[kind].append(candidate_id)
             continue
         wanted = required_annotators(dumped, rules.default_annotators)
         required[candidate_id] = max(required.get(candidate_id, 0), wanted)
@@ -185,8 +186,18 @@ def review_export(
     }
     items, sent_back = _release(known, decisions, rules.limits)
     report = _report(decisions, items, annotations, unknown, problems, sent_back)
-    return ReviewOutcome(items=items,
-                         report=report.model_copy(update={"changed_since_shown": changed}))
+    # A task that shows the text (pushed again) decides the candidate: the others are moot.
+    sent_back_unshown = {kind: [c for c in ids if c not in votes_by_candidate]
+                         for kind, ids in unshown.items()}
+    return ReviewOutcome(items=items, report=report.model_copy(update=sent_back_unshown))
+
+
+def _not_proven_shown(task: dict[str, Any], candidate: Candidate) -> str | None:
+    """Why nothing proves that the task's annotators saw the candidate's text as it is now (the
+    report field that lists such candidates), or None: they did."""
+    if shown_hash_of(task) is None:
+        return "shown_unknown"
+    return "changed_since_shown" if changed_since_shown(task, candidate) else None
 
 
 def _release(

@@ -121,7 +121,8 @@ def shown_hash(candidate: Candidate) -> str:
 
 
 def shown_hash_of(task: dict[str, Any]) -> str | None:
-    """The hash a task was made with (None: a task made before tasks carried one)."""
+    """The hash a task was made with (None: its meta lost it, or never had it; then nothing
+    says which text its annotators judged)."""
     meta = task.get("meta")
     shown = meta.get(SHOWN) if isinstance(meta, dict) else None
     return shown if isinstance(shown, str) else None
@@ -136,9 +137,8 @@ def task_key(task: dict[str, Any]) -> TaskKey:
 
 def tasks_to_import(tasks: Iterable[dict[str, Any]], present: set[TaskKey]) -> list[dict[str, Any]]:
     """The tasks a project does not hold yet. A candidate whose text changed since its task was
-    pushed gets a new task; a task made before tasks carried a hash stands for any text."""
-    return [task for task in tasks
-            if not {task_key(task), (candidate_id_of(task), None)} & present]
+    pushed gets a new task, and so does one whose task no longer says what it showed."""
+    return [task for task in tasks if task_key(task) not in present]
 
 
 def changed_since_shown(task: dict[str, Any], candidate: Candidate) -> bool:

@@ -48,12 +48,12 @@ from cuqa_builder.run import (
     DATASET,
     MANIFEST,
     REVIEW_REPORT,
+    Manifest,
     load_run_info,
     refuse_shrinking,
 )
 from cuqa_builder.run_lock import run_lock
 from cuqa_builder.stages.events import index_url_for
-from cuqa_builder.stages.fetch import Manifest
 from cuqa_builder.validation.limits import Limits
 
 PROG = "cuqa-annotate"

@@ -18,6 +18,7 @@ from cuqa_builder.run import (
     RunContext,
     RunInfo,
     WindowExtension,
+    built_from_snapshot,
     has_candidates,
     load_run_info,
     save_run_info,
@@ -214,10 +215,11 @@ def _start_run(
     for label in given:  # each subset's window must hold days, as the run's does
         Window.parse(label, window.until.isoformat())
     seed = args.seed if args.seed is not None else (recorded.seed or 0)
-    if recorded.seed is not None and seed != recorded.seed and record and has_candidates(args.out):
-        _change_seed(args.out, recorded.seed, seed, options.reseed)
+    made = has_candidates(args.out)
+    if recorded.seed is not None and seed != recorded.seed and made:
+        _change_seed(args.out, recorded.seed, seed, options.reseed, move=record)
     generate = options.generate.model_copy(update={
-        "seed": seed, **_recipe(args, recorded, record and has_candidates(args.out))})
+        "seed": seed, **_recipe(args, recorded, made)})
     release = options.release.model_copy(update={"cutoffs": tuple(given) or (window.label,)})
     options = options.model_copy(update={"generate": generate, "release": release})
     if record:
@@ -231,30 +233,52 @@ def _start_run(
     return RunContext(out=args.out, window=window, options=options)
 
 
+def _with_recorded_snapshot(out: Path, options: BuildOptions) -> BuildOptions:
+    """A run built from `--source DIR` goes on reading DIR when a later command leaves
+    `--source` out (fetching instead would rewrite its manifest and find no articles)."""
+    if options.source.source is not None:
+        return options
+    snapshot = built_from_snapshot(out)
+    if snapshot is None:
+        return options
+    logging.getLogger(__name__).debug("%s: reading %s, the snapshot it was built from", out,
+                                     snapshot)
+    source = options.source.model_copy(update={"source": snapshot})
+    return options.model_copy(update={"source": source})
+
+
 def _recipe(args: argparse.Namespace, recorded: RunInfo, made: bool) -> dict[str, str]:
     """The recipe and known source of a run: as given, else as recorded (a resumed run goes on
-    as it started). Another recipe than the one that made the candidates is refused."""
+    as it started). Another recipe or known source than the ones that made the candidates is
+    refused (the candidates made stay as they are, and run.json must keep saying so)."""
     generation = recorded.generation
     recipe = args.prompts or (generation.recipe if generation else "connected")
-    if made and generation and recipe != generation.recipe:
-        raise UsageError(
-            f"{args.out} was generated with --prompts {generation.recipe}; --prompts {recipe} "
-            "would mix two recipes' candidates: use another --out"
-        )
+    if made and generation:
+        given = {"--prompts": (recipe, generation.recipe, "recipes")}
+        if recipe == generation.recipe:
+            given["--known-source"] = (args.known_source or generation.known_source,
+                                       generation.known_source, "known sources")
+        for flag, (new, old, what) in given.items():
+            if new != old:
+                raise UsageError(f"{args.out} was generated with {flag} {old}; {flag} {new} "
+                                 f"would mix two {what}' candidates: use another --out")
     chosen = {"prompts": recipe}
     if args.known_source is None and generation and generation.recipe == recipe:
         chosen["known_source"] = generation.known_source
     return chosen
 
 
-def _change_seed(out: Path, old: int, new: int, reseed: bool) -> None:
+def _change_seed(out: Path, old: int, new: int, reseed: bool, move: bool) -> None:
     """A new seed would mix two seeds' candidates (two items for one event): refused, unless
-    `--reseed` says to set the old ones aside and start afresh."""
+    `--reseed` says to set the old ones aside and start afresh (`move`: now; not while only
+    checking, or estimating)."""
     if not reseed:
         raise UsageError(
             f"{out} was generated with --seed {old}; --seed {new} would mix two seeds' "
             "candidates: use another --out, or add --reseed to set the old ones aside"
         )
+    if not move:
+        return
     set_aside = set_aside_candidates(out, old)
     logging.getLogger(__name__).warning(
         "--reseed: seed %d -> %d; %s", old, new,
@@ -277,9 +301,10 @@ def main(argv: list[str] | None = None) -> int:
         return diff_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
-    options = _options(parser, args, seed=0)  # every flag checked before anything runs
+    parsed = _options(parser, args, seed=0)  # every flag checked before anything runs
 
     def build(args: argparse.Namespace) -> int:
+        options = _with_recorded_snapshot(args.out, parsed)
         if options.llm.estimate:  # before any call, and nothing written
             from cuqa_builder.stages.estimate import estimate_build
 
@@ -288,9 +313,11 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         _start_run(args, options, record=False)  # every refusal before --out is made
         args.out.mkdir(parents=True, exist_ok=True)
-        with run_lock(args.out, PROG, wait=args.wait_for_lock):
+        plan = _plan(args.stage, options)
+        writes = any(stage.writes for stage in plan)  # release writes elsewhere
+        with run_lock(args.out, PROG, wait=args.wait_for_lock, read_only=not writes):
             ctx = _start_run(args, options)  # read again: a command before us may have changed it
-            for stage in _plan(args.stage, ctx.options):
+            for stage in plan:
                 try:
                     summary = run_stage(stage, ctx)
                 except (KeyboardInterrupt, StageFailed, Paused):

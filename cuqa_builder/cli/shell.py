@@ -19,7 +19,7 @@ import sys
 import traceback
 from collections.abc import Callable
 
-from cuqa_builder.cli.entry import say_interrupted
+from cuqa_builder.cli import say_interrupted
 from cuqa_builder.errors import CuqaError, Paused
 
 # Libraries that log every request or step at INFO, which would drown progress bars and summaries

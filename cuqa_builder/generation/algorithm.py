@@ -63,6 +63,7 @@ DEFAULT_ATTEMPTS = 3
 _NOT_AN_ENTITY = re.compile(r"^[\d\s,–-]+$|^(?:January|February|March|April|May|June|July|August"
                             r"|September|October|November|December) \d{1,2}$")
 LINK_LABEL = "LINK"  # label of an entity taken from an article's wikilink
+BRIDGE = "ChooseBridge"  # the failure of an event with no entity a recipe can take as bridge
 # A step check: the parsed output -> why it is refused, or None to accept it.
 StepCheck = Callable[[str], "str | None"]
 
@@ -321,7 +322,11 @@ class Generator:
     def _bridge_pool(self, event: Event) -> list[Entity]:
         """The entities cur_ent is drawn from: the candidates, or with wiki passages those with
         an article."""
-        candidates = self.bridge_candidates(event)
+        set_aside: Counter[str] = Counter()
+        candidates = self.bridge_candidates(event, set_aside)
+        if not candidates:  # only demonyms, dates, offices...: nothing to draw from
+            reasons = "; ".join(f"{n} {reason}" for reason, n in set_aside.items())
+            raise GenerationError(BRIDGE, f"no entity of the event can be a bridge: {reasons}")
         if self.known_source == "model":
             return candidates
         pool = [e for e in candidates if entity_key(e) in self.known_articles]

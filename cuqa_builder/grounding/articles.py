@@ -12,6 +12,7 @@ fails for good is not recorded, so the next run asks again.
 from __future__ import annotations
 
 import logging
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -22,9 +23,9 @@ from typing import Literal
 from pydantic import Field
 
 from cuqa_builder.grounding.keys import SEARCH_PREFIX, entity_key
-from cuqa_builder.jsonio import JsonlAppender, read_jsonl, read_model
+from cuqa_builder.jsonio import JsonlAppender, read_jsonl
 from cuqa_builder.records import Entity, Evidence, Page, Record
-from cuqa_builder.run import ARTICLES, MANIFEST, RunContext
+from cuqa_builder.run import ARTICLES, RunContext, built_from_snapshot
 from cuqa_builder.snapshot import (
     SnapshotError,
     articles_dir,
@@ -33,11 +34,14 @@ from cuqa_builder.snapshot import (
     read_page,
     write_page,
 )
-from cuqa_builder.stages.fetch import Manifest
-from cuqa_builder.wiki.client import MediaWikiClient, WikiError
+from cuqa_builder.wiki.client import MediaWikiClient, RevisionAt, WikiError
 from cuqa_builder.wiki.wikitext import revision_url
 
 log = logging.getLogger(__name__)
+
+# A page whose text is only "#REDIRECT [[Target]]" (any case, a colon allowed) is no article.
+_REDIRECT = re.compile(r"\s*#redirect\s*:?\s*\[\[([^\]|#]+)", re.IGNORECASE)
+_MAX_REDIRECTS = 5  # titles in a chain of redirects before it counts as going round
 
 LookupKind = Literal["wiki_title", "search"]
 LookupStatus = Literal["found", "missing", "created_later", "not_evidence", "unresolved"]
@@ -190,8 +194,12 @@ class ArticleStore:
                 return ArticleLookup(key=key, by=by, status="unresolved", searched_for=entity.text,
                                      reason=f"a search for {entity.text!r} found no article")
         assert title is not None
-        found = client.revision_at(title, self.moment)
         searched = entity.text if by == "search" else None
+        found, loop = _through_redirects(
+            title, client.revision_at(title, self.moment),
+            lambda target: client.revision_at(target, self.moment))
+        if loop:
+            return _redirect_loop(key, by, title, loop, searched)
         if found.page is None:
             exists = "does not exist" not in (found.absent or "")
             return ArticleLookup(
@@ -210,8 +218,15 @@ class ArticleStore:
         pages = self._snapshot_pages()
         by = _lookup_kind(key)
         wanted = entity.text if by == "search" else key
-        page = pages.get(wanted.casefold())
         searched = entity.text if by == "search" else None
+
+        def look(title: str) -> RevisionAt:
+            return RevisionAt(title, page=pages.get(title.casefold()))
+
+        found, loop = _through_redirects(wanted, look(wanted), look)
+        if loop:
+            return _redirect_loop(key, by, wanted, loop, searched)
+        page = found.page
         if page is None:
             return ArticleLookup(
                 key=key, by=by, status="missing" if by == "wiki_title" else "unresolved",
@@ -250,6 +265,41 @@ class ArticleStore:
         return self._client
 
 
+def _through_redirects(
+    asked: str, found: RevisionAt, look: Callable[[str], RevisionAt]
+) -> tuple[RevisionAt, list[str]]:
+    """`found`, or when its text is only a redirect (the API follows one; a page can still be a
+    redirect to another, or back), the page it leads to. Returns the page (its `redirect` the
+    title asked for) and, when the redirects go round in a loop or on for too long, the titles
+    they went through (then there is no article)."""
+    chain = [asked]
+    while found.page is not None and (target := _redirect_target(found.page.wikitext)):
+        if found.page.meta.title.casefold() != chain[-1].casefold():
+            chain.append(found.page.meta.title)
+        chain.append(target)
+        if target.casefold() in {t.casefold() for t in chain[:-1]} \
+                or len(chain) > _MAX_REDIRECTS:
+            return found, chain
+        found = look(target)
+    if len(chain) > 1 and found.page is not None:  # went on from a redirect's page
+        redirected = found.page.meta.model_copy(update={"redirect": asked})
+        found = RevisionAt(asked, page=found.page.model_copy(update={"meta": redirected}))
+    return found, []
+
+
+def _redirect_target(wikitext: str) -> str | None:
+    match = _REDIRECT.match(wikitext)
+    return match[1].strip().replace("_", " ") if match else None
+
+
+def _redirect_loop(key: str, by: LookupKind, title: str, chain: list[str],
+                   searched: str | None) -> ArticleLookup:
+    return ArticleLookup(
+        key=key, by=by, status="missing", title=title, searched_for=searched,
+        reason=f"{title!r}: no article, its redirects go round ({' -> '.join(chain)})",
+    )
+
+
 def _lookup_kind(key: str) -> LookupKind:
     return "search" if key.startswith(SEARCH_PREFIX) else "wiki_title"
 
@@ -285,20 +335,12 @@ def open_article_store(ctx: RunContext) -> ArticleStore:
 
 
 def article_snapshot(ctx: RunContext) -> Path | None:
-    """`--source DIR`, else the snapshot the run was built from (its manifest.json names it):
-    such a run fetched no article, so reading its own `pages/articles/` instead would fail
-    every grounding check. None for a run that fetched its pages."""
+    """`--source DIR`, else the snapshot the run was built from: such a run fetched no
+    article, so reading its own `pages/articles/` instead would fail every grounding check.
+    None for a run that fetched its pages."""
     if ctx.options.source.source is not None:
         return ctx.options.source.source
-    if not ctx.path(MANIFEST).exists():
-        return None
-    built_from = read_model(ctx.path(MANIFEST), Manifest, "a manifest.json").snapshot
-    if built_from is None:
-        return None
-    if not Path(built_from).is_dir():  # a relative one is as the building command gave it
-        raise SnapshotError(
-            f"{ctx.out} was built from the snapshot {built_from}, which is not there (moved, "
-            "or named relative to another directory): pass --source with that snapshot"
-        )
-    log.info("articles: from %s, the snapshot the run was built from", built_from)
-    return Path(built_from)
+    built_from = built_from_snapshot(ctx.out)
+    if built_from is not None:
+        log.info("articles: from %s, the snapshot the run was built from", built_from)
+    return built_from

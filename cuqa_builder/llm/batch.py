@@ -42,6 +42,7 @@ import logging
 import re
 import shlex
 import tempfile
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +67,9 @@ _SPINS = 8  # event-loop passes without a new call before the quiet wait starts
 FINISHED = frozenset({"completed", "failed", "expired", "cancelled"})
 _TRANSIENT_STATUS = frozenset({408, 409, 429})
 _ROUND_FILE = re.compile(r"^round-(\d+)\.(?:input|output)\.jsonl$")
+# The (kind, model) of the rounds this process settles (a probe and its judge side by side): an
+# open round of any other model is an earlier command's, which only that model's command reads.
+_SETTLED_HERE: Counter[tuple[str, str]] = Counter()
 
 
 class RoundFileError(CuqaError):
@@ -189,7 +193,6 @@ class _Waiting:
     canonical: str
     request: ChatRequest
     future: asyncio.Future[ChatResult]
-    failures: int = 0
 
     @property
     def submitted(self) -> SubmittedRequest:
@@ -319,6 +322,8 @@ class Rounds:
         self._flusher: asyncio.Task[None] | None = None
         self._stopped: BaseException | None = None
         self._outside = 0  # coroutines busy with work off the event loop
+        self._warned: set[str] = set()  # other models' open submissions already told of
+        _SETTLED_HERE[(self.kind, model)] += 1
 
     @contextlib.asynccontextmanager
     async def outside_work(self) -> AsyncIterator[None]:
@@ -344,6 +349,7 @@ class Rounds:
         return await future
 
     async def close(self) -> None:
+        _SETTLED_HERE[(self.kind, self._model)] -= 1
         if self._flusher is not None and not self._flusher.done():
             self._flusher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -377,10 +383,11 @@ class Rounds:
                 self._fail(self._waiting, stop)
                 return
             except Exception as exc:  # a bug: nobody may wait for ever
+                log.debug("batch rounds stopped", exc_info=True)  # -v shows where
                 self._stopped = exc
                 self._fail(waiting, exc)
                 self._fail(self._waiting, exc)
-                raise
+                return  # the callers raise it; raised here, nobody would ever retrieve it
 
     @staticmethod
     def _fail(waiting: dict[str, _Waiting], error: BaseException) -> None:
@@ -464,7 +471,24 @@ class Rounds:
                 handle.close()
         return parts
 
+    def _warn_of_other_models(self) -> None:
+        """Before a new round: an earlier command's round for another --model is still open
+        (answered, maybe), and this command will not read it; say how to go on with it."""
+        for other in self._cache.open_batches(self.kind, None):
+            if other.id in self._warned or _SETTLED_HERE[(self.kind, other.model)]:
+                continue
+            self._warned.add(other.id)
+            name, answered = f"batch {other.id}", ""
+            if self.kind == "files":
+                name, output = other.input, _output_path(Path(other.input))
+                answered = f", answered in {output.name}" if output.exists() else ""
+            log.warning("%s is an open round of --model %s (%d requests%s), which this command "
+                        "(--model %s) does not read: it writes a round of its own. To go on "
+                        "with that round instead, run the command with --model %s", name,
+                        other.model, other.requests, answered, self._model, other.model)
+
     async def _submit(self, items: list[_Waiting]) -> list[Submission]:
+        self._warn_of_other_models()
         by_key = {item.key: item for item in items}
         if self._service is None:
             return self._write_round_files(items, by_key)
@@ -486,9 +510,15 @@ class Rounds:
     ) -> list[Submission]:
         assert self._directory is not None
         first = _next_round_number(self._directory)
-        parts = self._parts(
-            items, lambda i: self._directory / f"round-{first + i:03d}.input.jsonl"
-        )
+        try:
+            parts = self._parts(
+                items, lambda i: self._directory / f"round-{first + i:03d}.input.jsonl"
+            )
+        except OSError as exc:  # its calls were asked of no one: the next run writes them
+            raise RoundFileError(
+                f"cannot write the round file in {self._directory} ({exc.strerror}): "
+                "--batch-files needs a directory this command may write"
+            ) from exc
         submissions = []
         for part in parts:
             submission = Submission(id=str(part.path.resolve()), kind="files", model=self._model,
@@ -614,10 +644,11 @@ class Rounds:
         """Store a finished submission's answers, settle its waiting calls, forget its keys."""
         submitted = self._cache.batch_requests(submission.id)
         rows: list[CallRow] = []
-        settled: set[str] = set()
+        answered: set[str] = set()
+        failures: dict[str, tuple[bool, str]] = {}  # key -> (transient?, reason)
         for line in lines:
             request = submitted.get(line.custom_id)
-            if request is None or line.custom_id in settled:
+            if request is None or line.custom_id in failures or line.custom_id in answered:
                 continue  # not ours (a hand-written file may hold anything), or a duplicate
             failure = _line_failure(line)
             if failure is None:
@@ -628,17 +659,19 @@ class Rounds:
                     failure = (True, f"malformed answer ({exc})")
                 else:
                     rows.append(row)
-                    settled.add(line.custom_id)
+                    answered.add(line.custom_id)
                     self._answer(waiting.get(line.custom_id), result)
                     continue
-            settled.add(line.custom_id)
-            self._failed(waiting.get(line.custom_id), *failure)
-        for key in submitted.keys() - settled:
-            if refused is not None:
-                self._failed(waiting.get(key), False, refused)
-            else:
-                self._failed(waiting.get(key), True, missing)
+            failures[line.custom_id] = failure
+        for key in submitted.keys() - failures.keys() - answered:
+            failures[key] = (False, refused) if refused is not None else (True, missing)
+        rounds = self._cache.batch_failed([k for k, (transient, _) in failures.items()
+                                           if transient])
+        for key, (transient, reason) in failures.items():
+            self._failed(waiting.get(key), transient, reason, rounds.get(key, 1))
         self._cache.put_many(rows)
+        self._cache.forget_batch_failures(
+            [*answered, *(key for key, n in rounds.items() if n > self._max_retries)])
         self._cache.close_batch(submission.id)
 
     @staticmethod
@@ -646,18 +679,19 @@ class Rounds:
         if item is not None and not item.future.done():
             item.future.set_result(result)
 
-    def _failed(self, item: _Waiting | None, transient: bool, reason: str) -> None:
+    def _failed(self, item: _Waiting | None, transient: bool, reason: str, rounds: int) -> None:
+        """A failed line: into the next round while its call has failed in at most
+        `--max-retries` rounds (`rounds`, over every command), else the call fails."""
         self._stats.batch_failed_lines += 1
         if item is None or item.future.done():
             return
-        if transient and item.failures < self._max_retries:
-            item.failures += 1
+        if transient and rounds <= self._max_retries:
             self._stats.batch_retried_lines += 1
             self._waiting[item.key] = item  # into the next round
             self._arrivals += 1
             return
         self._stats.failures += 1
-        tries = f" after {item.failures + 1} rounds" if transient else ""
+        tries = f" after {rounds} rounds" if transient else ""
         item.future.set_exception(LLMError(f"{self._model}: batch call failed{tries}: {reason}"))
         item.future.exception()
 

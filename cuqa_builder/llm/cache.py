@@ -68,6 +68,11 @@ CREATE TABLE IF NOT EXISTS batch_submissions (
     closed_at TEXT
 )""",
     """
+CREATE TABLE IF NOT EXISTS batch_failures (
+    key TEXT PRIMARY KEY,
+    rounds INTEGER NOT NULL  -- rounds in a row that answered this call with a transient failure
+)""",
+    """
 CREATE TABLE IF NOT EXISTS batch_requests (
     submission TEXT NOT NULL,
     key TEXT NOT NULL,
@@ -186,12 +191,13 @@ def _now() -> str:
 class CallCache:
     """Safe to share between threads and coroutines: one connection behind a lock."""
 
-    def __init__(self, path: Path) -> None:
-        self._db = open_store(path, _SCHEMA)
+    def __init__(self, path: Path, read_only: bool = False) -> None:
+        """`read_only`: an existing cache only read (`--estimate` writes nothing)."""
+        self._db = open_store(path, _SCHEMA, read_only=read_only)
         self._lock = threading.Lock()
         self._hits: list[tuple[str, str]] = []  # (when, key) not yet written
         with self._lock:
-            for statement in _MORE_TABLES:
+            for statement in () if read_only else _MORE_TABLES:
                 self._db.execute(statement)
 
     def get(self, key: str) -> CachedCall | None:
@@ -252,11 +258,14 @@ class CallCache:
                 self._db.execute("ROLLBACK")
                 raise
 
-    def open_batches(self, kind: str, model: str, state: str = "open") -> list[Submission]:
+    def open_batches(self, kind: str, model: str | None, state: str = "open"
+                     ) -> list[Submission]:
+        """The submissions of `kind` in `state`, of `model` (None: of every model)."""
         with self._lock:
             rows = self._db.execute(
                 "SELECT id, kind, model, input, requests, state FROM batch_submissions"
-                " WHERE state = ? AND kind = ? AND model = ? ORDER BY created_at, id",
+                " WHERE state = ? AND kind = ? AND model = COALESCE(?, model)"
+                " ORDER BY created_at, id",
                 (state, kind, model),
             ).fetchall()
         return [Submission.model_validate(dict(zip(Submission.model_fields, row, strict=True)))
@@ -301,6 +310,31 @@ class CallCache:
             self._db.execute("UPDATE batch_submissions SET state = 'closed', closed_at = ?"
                              " WHERE id = ?", (_now(), submission))
             self._db.execute("DELETE FROM batch_requests WHERE submission = ?", (submission,))
+            self._db.execute("COMMIT")
+
+    def batch_failed(self, keys: list[str]) -> dict[str, int]:
+        """Count one more round that failed each call; returns each call's count. Kept here,
+        not in the process: with batch files every round is read by another command."""
+        if not keys:
+            return {}
+        with self._lock:
+            self._db.execute("BEGIN")
+            self._db.executemany(
+                "INSERT INTO batch_failures (key, rounds) VALUES (?, 1)"
+                " ON CONFLICT (key) DO UPDATE SET rounds = rounds + 1", ((k,) for k in keys))
+            self._db.execute("COMMIT")
+            return {key: self._db.execute("SELECT rounds FROM batch_failures WHERE key = ?",
+                                          (key,)).fetchone()[0] for key in keys}
+
+    def forget_batch_failures(self, keys: list[str]) -> None:
+        """The calls were answered, or failed for good: a later command starts their count
+        afresh (as a live run retries a call that failed before)."""
+        with self._lock:
+            if self._db.execute("SELECT 1 FROM batch_failures LIMIT 1").fetchone() is None:
+                return  # nothing ever failed: no write per answered call
+            self._db.execute("BEGIN")
+            self._db.executemany("DELETE FROM batch_failures WHERE key = ?",
+                                 ((k,) for k in keys))
             self._db.execute("COMMIT")
 
     def batch_count(self, kind: str) -> int:

@@ -92,7 +92,7 @@ def calibration(settings: LLMSettings, model: str) -> Calibration:
     path = settings.cache_path
     if path is None or not path.exists():
         return Calibration()
-    cache = CallCache(path)
+    cache = CallCache(path, read_only=True)
     try:
         return Calibration.from_cache(cache, model)
     finally:

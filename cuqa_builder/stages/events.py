@@ -39,13 +39,14 @@ from cuqa_builder.run import (
     EVENTS,
     MANIFEST,
     REFRESH,
+    Manifest,
     NothingProducedError,
     RunContext,
     check_replacement,
     load_run_info,
 )
 from cuqa_builder.snapshot import SnapshotError, iter_snapshot, page_kind
-from cuqa_builder.stages.fetch import Manifest, now
+from cuqa_builder.stages.fetch import now
 from cuqa_builder.wiki.portal import SkipSection, parse_portal, portal_day
 from cuqa_builder.wiki.titles import parse_sources
 from cuqa_builder.wiki.wikitext import WIKIPEDIA_INDEX, ParseError, Warn
@@ -75,6 +76,7 @@ def parse_page(
     Raises ParseError with a readable reason for a page that holds no events.
     """
     _check_size(page)
+    page = _without_nul_lines(page, warn)
     kind = page_kind(page.meta.title)
     if kind == "year":
         return parse_year_article(page, index_url, warn)
@@ -91,6 +93,22 @@ def _check_size(page: Page) -> None:
     if size > MAX_PAGE_BYTES:
         raise ParseError(f"{size / MIB:.1f} MiB of wikitext, more than the {MAX_PAGE_BYTES // MIB} "
                          "MiB Wikipedia allows a page: not parsed")
+
+
+def _without_nul_lines(page: Page, warn: Warn) -> Page:
+    """The page without its lines holding NUL characters, each named in a warning: no wikitext
+    has them, and the wikitext parser stops reading at the first one (the rest of the page,
+    its closing templates too, would be lost)."""
+    if "\0" not in page.wikitext:
+        return page
+    lines = page.wikitext.split("\n")
+    for number, line in enumerate(lines, start=1):
+        if "\0" in line:
+            shown = line.replace("\0", "")[:80]
+            warn(f"{page.meta.title}: line {number} dropped: it holds NUL characters, which no "
+                 f"wikitext has ({shown!r})")
+    kept = "\n".join(line for line in lines if "\0" not in line)
+    return page.model_copy(update={"wikitext": kept})
 
 
 def index_url_for(api_url: str | None) -> str:

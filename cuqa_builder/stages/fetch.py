@@ -20,8 +20,8 @@ from pathlib import Path
 from tqdm import tqdm
 
 from cuqa_builder.jsonio import JsonFileError, atomic_write_json, read_model
-from cuqa_builder.records import PageMeta, Record
-from cuqa_builder.run import MANIFEST, RunContext
+from cuqa_builder.records import PageMeta
+from cuqa_builder.run import MANIFEST, Manifest, RunContext
 from cuqa_builder.snapshot import (
     SnapshotError,
     page_kind,
@@ -36,15 +36,6 @@ from cuqa_builder.wiki.titles import window_titles
 from cuqa_builder.wiki.wikitext import ParseError
 
 log = logging.getLogger(__name__)
-
-
-class Manifest(Record):
-    """`manifest.json`: which revision of each page a run used, to fetch the same ones later."""
-
-    api: str
-    fetched: str  # ISO time of the fetch (or of reading a snapshot), UTC
-    pages: dict[str, int]  # title -> revid
-    snapshot: str | None = None  # the --source directory, when the pages came from one
 
 
 @dataclass
