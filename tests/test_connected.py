@@ -251,6 +251,11 @@ def test_a_model_that_cannot_describe_the_bridge_gets_a_description_from_the_par
     with ScriptedLLM(Unhelpful()) as llm:
         assert _build(tmp_path, llm, "events") == 0
         assert _build(tmp_path, llm, "generate") == 0
+        # each repair says why the last reply was refused
+        told = [last_user_message(b) for b in llm.requests if "only through" in
+                last_user_message(b) and "Your previous reply was refused: the description "
+                "names the bridge" in last_user_message(b)]
+        assert told
     items = read_jsonl(tmp_path / "candidates.jsonl", Candidate)
     thai = next(i for i in items if i.event.text.startswith("The opposition Move Forward"))
     assert thai.intermediates.bridge_description == {

@@ -63,6 +63,8 @@ DEFAULT_ATTEMPTS = 3
 _NOT_AN_ENTITY = re.compile(r"^[\d\s,–-]+$|^(?:January|February|March|April|May|June|July|August"
                             r"|September|October|November|December) \d{1,2}$")
 LINK_LABEL = "LINK"  # label of an entity taken from an article's wikilink
+# What a repair adds to the prompt of a step with `feedback`.
+REFUSED = "\n\nYour previous reply was refused: {reason}. Reply again, keeping to every rule."
 BRIDGE = "ChooseBridge"  # the failure of an event with no entity a recipe can take as bridge
 # A step check: the parsed output -> why it is refused, or None to accept it.
 StepCheck = Callable[[str], "str | None"]
@@ -77,6 +79,9 @@ class Step:
     placeholders: frozenset[str]
     parse: Callable[[str], str]
     long_output: bool = False
+    # A repair tells the model why its last reply was refused (the paper's steps are asked
+    # again as they were, with the next seed: their requests stay the paper's).
+    feedback: bool = False
 
 
 UNKNOWN_QUESTION_GEN = Step(
@@ -287,10 +292,11 @@ class Generator:
         attempts: list[PromptCall] = []
         for attempt in range(self.attempts):
             seed = api_seed + attempt
+            request = prompt_request(template, values, **self.sampling.for_step(step, seed))
+            if step.feedback and attempts:
+                request.messages[-1]["content"] += REFUSED.format(reason=attempts[-1].rejected)
             try:
-                result = await self.gateway.chat(prompt_request(
-                    template, values, **self.sampling.for_step(step, seed)
-                ))
+                result = await self.gateway.chat(request)
             except LLMError as exc:
                 raise GenerationError(step.function, str(exc), attempts) from exc
             try:

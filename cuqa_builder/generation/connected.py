@@ -111,7 +111,7 @@ def answer_and_question(parsed: str) -> tuple[str, str] | None:
 
 DESCRIBE_BRIDGE = Step(
     "DescribeBridge", "connected_describe_bridge",
-    frozenset({"event", "date", "bridge", "cutoff", "others"}), parse_description,
+    frozenset({"event", "date", "bridge", "cutoff", "others"}), parse_description, feedback=True,
 )
 KNOWN_PASSAGE = Step(
     "KnownPassage", "connected_known_passage", frozenset({"entity", "event", "cutoff"}),
@@ -120,10 +120,11 @@ KNOWN_PASSAGE = Step(
 PROPERTY_QUESTION = Step(
     "PropertyQuestion", "connected_known_question",
     frozenset({"passage", "bridge", "answers", "event", "cutoff"}), parse_answer_and_question,
+    feedback=True,
 )
 CATEGORY = Step(
     "Category", "connected_category", frozenset({"bridge", "passage", "cutoff"}),
-    parse_phrase,
+    parse_phrase, feedback=True,
 )
 
 
