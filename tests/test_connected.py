@@ -26,7 +26,15 @@ from cuqa_builder.generation.structural import describe_from_parse
 from cuqa_builder.grounding.article_text import article_text
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
 from cuqa_builder.ner import parse_tokens
-from cuqa_builder.records import Candidate, Entity, Event, Evidence, Page, PageMeta
+from cuqa_builder.records import (
+    Candidate,
+    Entity,
+    Event,
+    Evidence,
+    GenerationFailure,
+    Page,
+    PageMeta,
+)
 from cuqa_builder.run import load_run_info
 from cuqa_builder.snapshot import articles_dir, iter_snapshot
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events
@@ -69,6 +77,10 @@ class ConnectedResponder:
         if prompt.startswith("News of "):
             date = re.match(r"News of ([^:]+):", prompt)[1]
             item = hashlib.sha256(prompt.encode()).hexdigest()[:6]
+            if listed := re.search(r"Named things in this news:\n- (.+)", prompt):
+                self.bridge_of[item] = listed[1]  # the first of those not tried yet
+                return Reply(text=f"Named thing: {listed[1]}\nDescription: The subject of "
+                             f"news item {item} of {date}.")
             self.bridge_of[item] = re.search(r"identifies (.+?) only through", prompt)[1]
             return Reply(text=f'Noun phrase: "The subject of news item {item} of '
                          f'{date}."')
@@ -244,16 +256,16 @@ def test_a_model_that_cannot_describe_the_bridge_gets_a_description_from_the_par
     class Unhelpful(ConnectedResponder):
         def __call__(self, body: dict[str, Any]) -> Reply:
             prompt = last_user_message(body)
-            if described := re.search(r"identifies (.+?) only through", prompt):
-                return Reply(text=f"The {described[1]}")
+            if listed := re.search(r"Named things in this news:\n- (.+)", prompt):
+                return Reply(text=f"Named thing: {listed[1]}\nDescription: The {listed[1]}")
             return super().__call__(body)
 
     with ScriptedLLM(Unhelpful()) as llm:
         assert _build(tmp_path, llm, "events") == 0
         assert _build(tmp_path, llm, "generate") == 0
         # each repair says why the last reply was refused
-        told = [last_user_message(b) for b in llm.requests if "only through" in
-                last_user_message(b) and "Your previous reply was refused: the description "
+        told = [last_user_message(b) for b in llm.requests if "Named things in this news"
+                in last_user_message(b) and "Your previous reply was refused: the description "
                 "names the bridge" in last_user_message(b)]
         assert told
     items = read_jsonl(tmp_path / "candidates.jsonl", Candidate)
@@ -264,7 +276,7 @@ def test_a_model_that_cannot_describe_the_bridge_gets_a_description_from_the_par
         "Thai general election": "the election where the opposition Move Forward Party wins "
         "the most seats, in May 2023",
     }[thai.intermediates.cur_ent.text]
-    refused = [c for c in thai.intermediates.calls if c.function == "DescribeBridge"
+    refused = [c for c in thai.intermediates.calls if c.function == "ChooseBridge"
                and thai.intermediates.cur_ent.text in c.rejected]
     assert len(refused) == 3 and all("names the bridge" in c.rejected for c in refused)
 
@@ -424,3 +436,25 @@ def test_a_model_of_the_cutoff_guesses_at_the_whole_question_while_composing(
     items = read_jsonl(tmp_path / "candidates.jsonl", Candidate)
     assert all(v.knowledge == "cutoff" for item in items for v in item.validation.connected
                if v.check == "unknown_before_cutoff")
+
+
+def test_an_event_with_no_bridge_worth_describing_costs_one_call(tmp_path: Path) -> None:
+    """The model finds no named thing of the coronation that a reader of the cutoff could not
+    guess (NONE): the event fails after that one call, with the reason; the others go on."""
+
+    class Scheduled(ConnectedResponder):
+        def __call__(self, body: dict[str, Any]) -> Reply:
+            prompt = last_user_message(body)
+            if "Named things in this news" in prompt and "coronation" in prompt:
+                return Reply(text="NONE")
+            return super().__call__(body)
+
+    with ScriptedLLM(Scheduled()) as llm:
+        assert _build(tmp_path, llm, "events") == 0
+        assert _build(tmp_path, llm, "generate") == 0
+        coronation = [b for b in llm.requests if "coronation" in last_user_message(b)]
+    [failure] = read_jsonl(tmp_path / "generation-failures.jsonl", GenerationFailure)
+    assert (failure.step, failure.reason) == (
+        "ChooseBridge", "no named thing of the news can be described without giving itself away")
+    assert len(coronation) == 1 and [c.function for c in failure.calls] == ["ChooseBridge"]
+    assert len(read_jsonl(tmp_path / "candidates.jsonl", Candidate)) == 3

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import ClassVar
@@ -89,29 +90,46 @@ def parse_description(raw: str) -> str:
     return "the" + phrase[3:] if phrase.startswith("The ") else phrase
 
 
-def parse_answer_and_question(raw: str) -> str:
-    """"Answer: X" and "Question: ...?" as two lines ("NONE" when the model found none)."""
-    text = parse_passage(raw)
-    if _NONE.match(text.strip().strip(_QUOTES)):
-        return "NONE"
-    answer = _ANSWER_LINE.search(text)
-    question = parse_question(_ANSWER_LINE.sub("", text))
-    if answer is None:
-        raise OutputError("no 'Answer:' line in the model output")
-    return f"Answer: {answer[1].strip().strip(_QUOTES).rstrip('.').strip()}\nQuestion: {question}"
+def _two_lines(first: str, second: str, parse_second: Callable[[str], str]
+               ) -> Callable[[str], str]:
+    """A parser for a reply of two labelled lines ("Answer: X" / "Question: ...?"), as two
+    lines in that form again ("NONE" when the model found none)."""
+    label = re.compile(rf"^\W*{first}\W*:\s*(.+)$", re.IGNORECASE | re.MULTILINE)
+
+    def parse(raw: str) -> str:
+        text = parse_passage(raw)
+        if _NONE.match(text.strip().strip(_QUOTES)):
+            return "NONE"
+        found = label.search(text)
+        if found is None:
+            raise OutputError(f"no '{first}:' line in the model output")
+        value = found[1].strip().strip(_QUOTES).rstrip(".").strip()
+        return f"{first}: {value}\n{second}: {parse_second(label.sub('', text))}"
+
+    return parse
 
 
-def answer_and_question(parsed: str) -> tuple[str, str] | None:
-    """The two parts of `parse_answer_and_question`'s text; None for NONE."""
+parse_answer_and_question = _two_lines("Answer", "Question", parse_question)
+parse_chosen_bridge = _two_lines(
+    "Named thing", "Description",
+    lambda rest: parse_description(re.sub(r"(?im)^\W*description\W*:\s*", "", rest)))
+
+
+def two_parts(parsed: str) -> tuple[str, str] | None:
+    """The two values of a two-line reply as its parser writes it; None for NONE."""
     if parsed == "NONE":
         return None
-    answer, question = parsed.split("\n", 1)
-    return answer.removeprefix("Answer: "), question.removeprefix("Question: ")
+    first, second = parsed.split("\n", 1)
+    return first.split(": ", 1)[1], second.split(": ", 1)[1]
 
 
 DESCRIBE_BRIDGE = Step(
     "DescribeBridge", "connected_describe_bridge",
     frozenset({"event", "date", "bridge", "cutoff", "others"}), parse_description, feedback=True,
+)
+CHOOSE_BRIDGE = Step(
+    "ChooseBridge", "connected_choose_bridge",
+    frozenset({"event", "date", "bridges", "cutoff"}), parse_chosen_bridge, feedback=True,
 )
 KNOWN_PASSAGE = Step(
     "KnownPassage", "connected_known_passage", frozenset({"entity", "event", "cutoff"}),
@@ -150,6 +168,22 @@ def description_check(names: list[str], year: int) -> StepCheck:
     return check
 
 
+def choice_check(bridges: list[Entity], year: int) -> StepCheck:
+    """The named thing chosen is one of those offered, and its description passes
+    `description_check`."""
+
+    def check(parsed: str) -> str | None:
+        found = two_parts(parsed)
+        if found is None:
+            return None  # an answer: no named thing of the news can be told apart
+        chosen = chosen_answer(found[0], bridges)
+        if chosen is None:
+            return f"the named thing {found[0]!r} is not one of those offered"
+        return description_check(names_of(chosen), year)(found[1])
+
+    return check
+
+
 def property_check(bridge: list[str], answer: list[str]) -> StepCheck:
     """A known question about one property of the bridge: the bridge its last words, so that
     the long description the merge puts in its place leaves no word stranded after it."""
@@ -179,7 +213,7 @@ def known_answer_check(bridge: list[str], answers: list[Entity]) -> StepCheck:
     """The answer is one of the named things offered, and the question asks for it."""
 
     def check(parsed: str) -> str | None:
-        found = answer_and_question(parsed)
+        found = two_parts(parsed)
         if found is None:
             return None  # an answer: the other branch is tried
         answer, question = found
@@ -273,6 +307,11 @@ def _answer_names(entity: Entity, article: KnownArticle | None) -> tuple[str, li
     return answer, aliases
 
 
+class NoBridge(GenerationError):
+    """The model finds no named thing of the news worth describing (an answer, not a refusal:
+    the event gives no item)."""
+
+
 @dataclass(frozen=True)
 class _KnownPart:
     """What the item knows of the bridge: the passage, and the category holding it (AAB) or a
@@ -290,7 +329,8 @@ class _KnownPart:
 class ConnectedGenerator(Generator):
     recipe: ClassVar[str] = "connected"
     steps: ClassVar[tuple[Step, ...]] = (
-        DESCRIBE_BRIDGE, KNOWN_PASSAGE, PROPERTY_QUESTION, CATEGORY, MERGE_QUESTIONS,
+        CHOOSE_BRIDGE, DESCRIBE_BRIDGE, KNOWN_PASSAGE, PROPERTY_QUESTION, CATEGORY,
+        MERGE_QUESTIONS,
     )
     default_known_source: ClassVar = "wiki"
 
@@ -308,22 +348,42 @@ class ConnectedGenerator(Generator):
         return kept
 
     async def easy(self, event: Event) -> Candidate:
-        """Up to `BRIDGE_TRIES` bridges, the drawn one first: an item the checker fails (its
-        answer guessed without the event, another answer with it) is set aside for the next
-        bridge (the same calls as the validate stage's checks, which the cache then answers).
-        With no bridge left, the last item made goes on to validation. Without a `checker`
-        (a small model, or the checks turned off) the first item made goes on at once."""
+        """Up to `BRIDGE_TRIES` bridges: an item the checker fails (its answer guessed without
+        the event, another answer with it) is set aside for the next bridge (the same calls as
+        the validate stage's checks, which the cache then answers). With no bridge left, the
+        last item made goes on to validation. Without a `checker` (a small model, or the checks
+        turned off) the first item made goes on at once.
+
+        The model chooses each bridge among those not tried yet, listed in the order drawn
+        (`ChooseBridge`), and may find none worth describing; a small model (`structure_first`)
+        takes them in the order drawn."""
         pool = self._bridge_pool(event)
         draws = draw(self.seed, event.id, len(pool))
-        bridges = [pool[(draws.cur_index + i) % len(pool)]
-                   for i in range(min(BRIDGE_TRIES, len(pool)))]
+        order = [pool[(draws.cur_index + i) % len(pool)] for i in range(len(pool))]
         spent: list[PromptCall] = []
         made: Candidate | None = None
         failure: GenerationError | None = None
-        for entity in bridges:
+        tried: list[Entity] = []
+        while len(tried) < min(BRIDGE_TRIES, len(order)):
+            untried = [e for e in order if e not in tried]
+            try:
+                entity, description = untried[0], None
+                if not self.structure_first:
+                    entity, description = await self._choose(event, untried, draws, spent)
+            except NoBridge as exc:
+                failure = exc
+                break  # none left worth describing
+            except GenerationError as exc:  # every reply refused: the parse may describe one
+                spent += exc.attempts
+                description = await self._parsed_description(
+                    event, _bridge(entity, self.known_articles))
+                if description is None:
+                    failure = GenerationError(exc.step, exc.reason)
+                    break
+            tried.append(entity)
             try:
                 made = await self._compose(event, _bridge(entity, self.known_articles), draws,
-                                           spent)
+                                           spent, description)
             except GenerationError as exc:
                 spent += exc.attempts
                 failure = exc
@@ -344,6 +404,22 @@ class ConnectedGenerator(Generator):
             "intermediates": made.intermediates.model_copy(update={"calls": spent}),
             "generator": made.generator.model_copy(update={"prompts": prompts}),
         })
+
+    async def _choose(self, event: Event, bridges: list[Entity], draws: Draws,
+                      spent: list[PromptCall]) -> tuple[Entity, str]:
+        """The bridge the model chooses among `bridges`, and its description."""
+        parsed = await self._step(CHOOSE_BRIDGE, {
+            "event": event.text, "date": f"{event.date:%-d %B %Y}",
+            "bridges": "\n".join(f"- {e.text}" for e in bridges),
+            "cutoff": cutoff_phrase(self.cutoff),
+        }, draws, spent, choice_check(bridges, event.date.year))
+        found = two_parts(parsed)
+        if found is None:
+            raise NoBridge(CHOOSE_BRIDGE.function, "no named thing of the news can be "
+                           "described without giving itself away")
+        chosen = chosen_answer(found[0], bridges)
+        assert chosen is not None  # the step check found it
+        return chosen, found[1]
 
     async def _verified(self, item: Candidate, spent: list[PromptCall]) -> bool:
         """The checker's checks, in order until one fails; each call is kept, the failing
@@ -371,7 +447,7 @@ class ConnectedGenerator(Generator):
         check = description_check(bridge.names, event.date.year)
         if self.structure_first:
             found = await self._parsed_description(event, bridge)
-            if found is not None and check(found) is None:
+            if found is not None:
                 return found
         others = [e.text for e in usable(event.entities) if not same_entity(e, bridge.entity)]
         try:
@@ -383,7 +459,7 @@ class ConnectedGenerator(Generator):
         except GenerationError as exc:
             spent += exc.attempts
             found = await self._parsed_description(event, bridge)
-            if found is None or check(found) is not None:
+            if found is None:
                 raise GenerationError(exc.step, exc.reason) from exc
             return found
         if _NONE.match(phrase):
@@ -393,6 +469,8 @@ class ConnectedGenerator(Generator):
         return phrase
 
     async def _parsed_description(self, event: Event, bridge: _Bridge) -> str | None:
+        """The bridge described by the event sentence's parse, when its role allows and the
+        description passes the description's check."""
         if self.parse is None:
             return None
         found = next((m for name in bridge.names if (m := re.search(
@@ -400,8 +478,11 @@ class ConnectedGenerator(Generator):
         if found is None:
             return None
         tokens = await self.parse(event.text)
-        return describe_from_parse(tokens, found.start(), found.end(), bridge.kind,
-                                   f"{event.date:%B %Y}")
+        described = describe_from_parse(tokens, found.start(), found.end(), bridge.kind,
+                                        f"{event.date:%B %Y}")
+        if described is None or description_check(bridge.names, event.date.year)(described):
+            return None
+        return described
 
     async def _known_passage(self, event: Event, bridge: _Bridge, draws: Draws,
                              spent: list[PromptCall]) -> str:
@@ -424,12 +505,15 @@ class ConnectedGenerator(Generator):
         return pool[:_MAX_KNOWN_ANSWERS]
 
     async def _compose(self, event: Event, bridge: _Bridge, draws: Draws,
-                       spent: list[PromptCall]) -> Candidate:
-        """The description and the known part, asked together (neither needs the other: one
-        batch round fewer per bridge)."""
+                       spent: list[PromptCall], description: str | None = None) -> Candidate:
+        """The item of one bridge: its description (given, or asked together with the known
+        part: neither needs the other, one batch round fewer) and the known part."""
+
+        async def describe() -> str:
+            return description or await self._description(event, bridge, draws, spent)
+
         described, found = await asyncio.gather(
-            self._description(event, bridge, draws, spent),
-            self._known_part(event, bridge, draws, spent), return_exceptions=True)
+            describe(), self._known_part(event, bridge, draws, spent), return_exceptions=True)
         errors = [e for e in (described, found) if isinstance(e, BaseException)]
         for error in errors[1:]:  # the first is raised with its calls; keep the other's too
             if isinstance(error, GenerationError):
@@ -489,7 +573,7 @@ class ConnectedGenerator(Generator):
             "cutoff": cutoff_phrase(self.cutoff),
             "answers": "\n".join(f"- {e.text}" for e in answers),
         }, draws, spent, known_answer_check(bridge.names, answers))
-        found = answer_and_question(parsed)
+        found = two_parts(parsed)
         if found is None:
             return None
         k_ent = chosen_answer(found[0], answers)

@@ -23,7 +23,7 @@ from cuqa_builder.generation.algorithm import (
 )
 from cuqa_builder.generation.connected import (
     CATEGORY,
-    DESCRIBE_BRIDGE,
+    CHOOSE_BRIDGE,
     KNOWN_PASSAGE,
     PROPERTY_QUESTION,
     ConnectedGenerator,
@@ -103,10 +103,9 @@ def _plan_connected(plan: CallPlan, events: Iterable[Event], seed: int,
             continue
         draws = draw(seed, event.id, len(pool))
         cur = pool[draws.cur_index].text
-        others = ", ".join(e.text for e in pool if e.text != cur)
-        description = _call(plan, templates, DESCRIBE_BRIDGE, short, QUESTION_TOKENS,
-                            event=event.text, date=str(event.date), bridge=cur, cutoff="",
-                            others=others)
+        description = _call(plan, templates, CHOOSE_BRIDGE, short, QUESTION_TOKENS,
+                            event=event.text, date=str(event.date), cutoff="",
+                            bridges="\n".join(f"- {e.text}" for e in pool))
         passage = "x" * plan.calibration.chars(PASSAGE_TOKENS)
         if known_source == "model":
             passage = _call(plan, templates, KNOWN_PASSAGE, long, PASSAGE_TOKENS, entity=cur,

@@ -20,7 +20,8 @@ from cuqa_builder.stages.registry import Stage
 
 def _planned_candidates(plan: CallPlan) -> int:
     return sum(step.calls for name, step in plan.steps.items()
-               if name in ("UnknownQuestionGen", "DescribeBridge", "MergeQuestions (hard)"))
+               if name in ("UnknownQuestionGen", "ChooseBridge", "DescribeBridge",
+                            "MergeQuestions (hard)"))
 
 
 def _article_requests(ctx: RunContext, names: set[str]) -> str | None:
