@@ -77,6 +77,15 @@ def test_a_question_mark_inside_a_title_is_not_a_second_question() -> None:
     assert one_question(aab(question=question), LIMITS) is None
 
 
+def test_a_quotation_left_open_fails() -> None:
+    """Issue 28: a composed question that dropped a title's closing quote."""
+    failure = one_question(aab(question='Which car starred in the film "Why Not and won the '
+                                         '2023 Trans-Karoo Challenge?'), LIMITS)
+    assert failure is not None and failure.reason.startswith('a quotation mark " without its pair')
+    assert one_question(aab(question="Which car starred in “Why Not” and won the race?"),
+                        LIMITS) is None
+
+
 def test_an_empty_question_fails_with_its_reason() -> None:
     failure = one_question(aab(question="  "), LIMITS)
     assert failure is not None and failure.reason == "the question is empty"

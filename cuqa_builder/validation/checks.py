@@ -20,7 +20,7 @@ from cuqa_builder.similarity import SIMILAR, wording_similarity
 from cuqa_builder.text import contains_answer, normalize_answer
 from cuqa_builder.validation.limits import Limits
 from cuqa_builder.validation.near_duplicates import NEAR_DUPLICATE, find_near_duplicates
-from cuqa_builder.verification.question_form import RESIDUE, second_question
+from cuqa_builder.verification.question_form import RESIDUE, second_question, unbalanced_quotes
 from cuqa_builder.window import WindowError, parse_cutoff
 
 # A "?" that ends a sentence: closing quotes/brackets may follow, then the end or a new sentence
@@ -108,6 +108,11 @@ def one_question(candidate: Candidate, limits: Limits) -> CheckFailure | None:
         return CheckFailure(
             check="one_question",
             reason=f"asks two questions joined by {_quote(joined)}: {_quote(question)}",
+        )
+    if mark := unbalanced_quotes(question):
+        return CheckFailure(
+            check="one_question", reason=f"a quotation mark {mark} without its pair: "
+            f"{_quote(question)}",
         )
     return None
 

@@ -52,10 +52,23 @@ def second_question(question: str) -> str | None:
     return None
 
 
+def unbalanced_quotes(question: str) -> str | None:
+    """The quotation mark left open (a title whose closing quote a merge dropped), or None.
+    Single quotes are left alone: most are apostrophes."""
+    if question.count('"') % 2:
+        return '"'
+    if question.count("“") != question.count("”"):
+        return "“" if question.count("“") > question.count("”") else "”"
+    return None
+
+
 def form_problem(question: str) -> str | None:
-    """Why a question reads wrong (prompt residue, two questions in one), or None."""
+    """Why a question reads wrong (prompt residue, two questions in one, a quotation left
+    open), or None."""
     if found := RESIDUE.search(question):
         return f"prompt text or a placeholder left in the question: {found.group(0)!r}"
+    if mark := unbalanced_quotes(question):
+        return f"a quotation mark {mark} without its pair"
     if joined := second_question(question):
         return f"two questions joined by {joined!r}"
     return None
