@@ -501,6 +501,10 @@ def test_a_bullet_with_children_but_its_own_citation_is_an_event():
     ("* [[Topic]]: \"We go on,\" a minister says.", [], "Topic: \"We go on,\" a minister says."),
     ("* [[Star Wars: The Saga]] opens in cinemas.", [], "Star Wars: The Saga opens in cinemas."),
     ("* Trains stop at 10:30 in [[Oslo]].", [], "Trains stop at 10:30 in Oslo."),
+    # a linked prefix that says where is part of the news, its link kept
+    ("* Quarter-final in [[Málaga]]: Italy beat Spain 2–1.", [],
+     "Quarter-final in Málaga: Italy beat Spain 2–1."),
+    ("* Group B, in [[Abidjan]]: Mali draw 1–1.", [], "Group B, in Abidjan: Mali draw 1–1."),
 ])
 def test_old_era_inline_topics(line, topics, text):
     event = one_event(line + " [http://a.example.com Source]")
@@ -613,3 +617,13 @@ def test_bullets_that_start_two_deep_under_a_term_category():
         ("Armed conflicts and attacks", [], "Dozens are killed in clashes near the border."),
         ("Armed conflicts and attacks", ["Ukraine"], "A bridge reopens."),
     ]
+
+
+def test_ship_templates_link_their_ship():
+    """`{{USS|Laboon|DDG-58}}` shows "USS Laboon" and links the ship's article, as the portal's
+    own rendering does."""
+    event = one_event("* The destroyer {{USS|Laboon|DDG-58|6}} and {{ship|HMS|Diamond|D34}} "
+                      "shoot down drones. [http://a.example.com Source]")
+    assert event.text == "The destroyer USS Laboon and HMS Diamond shoot down drones."
+    assert [(link.title, link.text) for link in event.links] == [
+        ("USS Laboon (DDG-58)", "USS Laboon"), ("HMS Diamond (D34)", "HMS Diamond")]

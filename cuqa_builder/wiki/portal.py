@@ -65,6 +65,8 @@ _TOPIC_CONNECTORS = frozenset({
     "of", "the", "and", "in", "on", "at", "for", "to", "a", "an", "de", "la", "le", "del", "du",
     "von", "van", "&", "-", "–", "/", "vs.", "v.",
 })
+# Words that make a linked prefix say where something happened, not what it is filed under.
+_WHERE = frozenset({"in", "at", "near", "on", "from"})
 # What may stand between the links of a topic line naming several topics.
 _TOPIC_SEPARATORS = re.compile(r"^(?:[\s,;:/&.]|\band\b)*$")
 _SENTENCE_PUNCTUATION = re.compile(r"[.!?;\"“”]")
@@ -189,6 +191,8 @@ def split_inline_topic(rendered: Rendered) -> tuple[list[str], Rendered] | None:
         return None
     if not prefix.spans and not rest_text[0].isupper() and not rest_text[0].isdigit():
         return None  # a plain-words prefix must be followed by a new sentence
+    if prefix.spans and _WHERE.intersection(prefix.between_links().lower().split()):
+        return None  # "Quarter-final in [[Málaga]]:" says where: it is part of the news
     return topic_titles(prefix), rest
 
 

@@ -435,6 +435,22 @@ def _linked(r: _Renderer, node: Template) -> None:
     r.link(article_title(title), label)
 
 
+def _ship(prefix: str | None) -> Handler:
+    """`{{USS|Laboon|DDG-58}}` -> "USS Laboon", a link to "USS Laboon (DDG-58)"; `{{ship|HMS|
+    Victory}}` -> "HMS Victory" (the prefix its first parameter)."""
+
+    def render_ship(r: _Renderer, node: Template) -> None:
+        first = 1 if prefix else 2
+        parts = [prefix or _plain_positional(node, 1), _plain_positional(node, first)]
+        name = " ".join(p for p in parts if p)
+        if not name:
+            return
+        number = _plain_positional(node, first + 1)
+        r.link(article_title(f"{name} ({number})" if number else name), name)
+
+    return render_ship
+
+
 def _lang_template(r: _Renderer, node: Template) -> None:
     r.positional(node, 1)
 
@@ -475,14 +491,14 @@ _TEMPLATES: dict[str, Handler] = {
     "eur": _prefixed("€"),
     "€": _prefixed("€"),
     "sortname": _joined(2),
-    "ship": _joined(2),
+    "ship": _ship(None),
     "convert": _convert,
     "cvt": _convert,
     "flag": _linked,
     "flagcountry": _linked,
     "ill": _linked,
     "interlanguage link": _linked,
-    **{prefix.lower(): _prefixed(prefix + " ") for prefix in _SHIP_PREFIXES},
+    **{prefix.lower(): _ship(prefix) for prefix in _SHIP_PREFIXES},
 }
 
 
