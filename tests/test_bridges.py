@@ -91,3 +91,18 @@ def test_a_describing_link_text_is_named_by_its_article_title() -> None:
         ("Fernando Villavicencio", "Fernando Villavicencio"), ("Michigan", "Michigan"),
         ("Pakistan Army", "Pakistan Army")]
     assert counted == {RENAMED: 3, DEMONYM: 1, NUMBER_PHRASE: 1}
+
+
+def test_a_role_before_the_name_gives_way_to_the_name() -> None:
+    """"[[Jim Justice|West Virginia governor Jim Justice]]" is Jim Justice; a span NER took
+    with its title ("Ukrainian President Volodymyr Zelenskyy") is the person linked beside it."""
+    entities = [
+        Entity(text="Ukrainian President Volodymyr Zelenskyy", label="PERSON"),
+        Entity(text="Volodymyr Zelenskyy", label="LINK", wiki_title="Volodymyr Zelenskyy"),
+        Entity(text="West Virginia governor Jim Justice", label="LINK", wiki_title="Jim Justice"),
+        Entity(text="Special counsel Jack Smith", label="LINK", wiki_title="Jack Smith (lawyer)"),
+    ]
+    counted: Counter[str] = Counter()
+    assert [e.text for e in usable(entities, counted)] == [
+        "Volodymyr Zelenskyy", "Jim Justice", "Jack Smith"]
+    assert counted == {RENAMED: 2}

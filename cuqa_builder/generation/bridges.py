@@ -22,7 +22,8 @@ COMMON_NOUN = "a common noun (written in lower case)"
 OFFICE = "an office or title, not its holder"
 DESCRIBED = "a link text that describes rather than names, to an article with no name either"
 # Not a reason to set an entity aside: it is kept, named by its article's title instead.
-RENAMED = "a link text that describes ('U.S. state'), named by its article's title ('Michigan')"
+RENAMED = ("a link text that describes ('U.S. state') or puts a role before the name, named by "
+           "its article's title ('Michigan')")
 
 _NUMBER_OR_DATE = re.compile(
     r"^[\d\s,.–-]+$|^(?:\d{1,2} )?(?:January|February|March|April|May|June|July|August"
@@ -91,16 +92,27 @@ def set_aside_reason(entity: Entity) -> str | None:
     return None
 
 
+def _role_before(entity: Entity) -> bool:
+    """A link whose text puts a role before its title's name: "[[Jim Justice|West Virginia
+    governor Jim Justice]]", "[[Arvind Kejriwal|Delhi Chief Minister Arvind Kejriwal]]"."""
+    text, title = surface_name(entity.text), canonical_name(entity)
+    return bool(entity.wiki_title) and text != title and text.endswith(f" {title}")
+
+
 def named(entity: Entity) -> Entity:
     """`entity` with its name cleaned for use in a question (the title is kept as it is); a
-    describing link text gives way to the article's title."""
-    text = canonical_name(entity) if _describes(entity) else surface_name(entity.text)
+    link text that describes, or puts a role before the name, gives way to the article's
+    title."""
+    renamed = _describes(entity) or _role_before(entity)
+    text = canonical_name(entity) if renamed else surface_name(entity.text)
     return entity if text == entity.text else entity.model_copy(update={"text": text})
 
 
 def usable(entities: list[Entity], set_aside: Counter[str] | None = None) -> list[Entity]:
     """The named things among `entities`, cleaned, one per name (the one with a title first);
-    `set_aside` counts the others by reason, and the describing link texts renamed (`RENAMED`)."""
+    `set_aside` counts the others by reason, and the describing link texts renamed (`RENAMED`).
+    A name that only adds words before another's ("Ukrainian President Volodymyr Zelenskyy"
+    beside "Volodymyr Zelenskyy", as NER may span it) is that one."""
     kept: dict[str, Entity] = {}
     for entity in entities:
         reason = set_aside_reason(entity)
@@ -108,10 +120,12 @@ def usable(entities: list[Entity], set_aside: Counter[str] | None = None) -> lis
             if set_aside is not None:
                 set_aside[reason] += 1
             continue
-        if set_aside is not None and _describes(entity):
+        if set_aside is not None and (_describes(entity) or _role_before(entity)):
             set_aside[RENAMED] += 1
         clean = named(entity)
         key = clean.text.casefold()
         if key not in kept or (clean.wiki_title and not kept[key].wiki_title):
             kept[key] = clean
-    return list(kept.values())
+    names = list(kept)
+    return [e for key, e in kept.items()
+            if not any(other != key and key.endswith(f" {other}") for other in names)]
