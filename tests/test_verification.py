@@ -282,3 +282,18 @@ def test_the_masked_head_never_leaves_a_word_dangling(description: str, masked: 
 def test_a_reduced_relative_clause_ends_the_masked_head() -> None:
     assert masked_description("the shipwreck a submersible was diving to when it imploded in "
                               "June 2023") == "a certain shipwreck"
+
+
+def test_another_name_of_the_answer_is_no_other_answer(tmp_path: Path) -> None:
+    """"Stadio Giuseppe Meazza" offered as another right answer beside "San Siro": the judge is
+    asked once, says it is the same, and the item has one answer."""
+    item = _item("San Siro", question="What is the home stadium of the club that beat Arsenal "
+                 "1–0 in November 2024?", masked="What is the home stadium of a certain club?",
+                 bridge="Inter Milan")
+    same = frozenset({("Stadio Giuseppe Meazza", "San Siro")})
+    script = _honest("", open_book="Answer: San Siro\nOther things the description fits: "
+                     "none\nOther right answers: Stadio Giuseppe Meazza")
+    with ScriptedLLM(Checker(script, same)) as llm:
+        outcome = _check(llm, tmp_path, item)
+        assert llm.calls == 3 + 1
+    assert _verdicts(outcome)["one_answer"] is True

@@ -76,3 +76,11 @@ async def names_the_answer(
         verdict = await judge(client, question, said, list(names), prompt_name=JUDGE_PROMPT)
         return BY_JUDGE if verdict else None
     return BY_ALIAS if verdict else None
+
+
+async def another_name(client: LLMClient, question: str, said: str, names: Sequence[str]) -> bool:
+    """Whether `said`, offered as another answer, is the answer under another name: by its
+    names, else the judge ("Stadio Giuseppe Meazza" is "San Siro" without a word in common)."""
+    if decided(said, names):
+        return True
+    return await judge(client, question, said, list(names), prompt_name=JUDGE_PROMPT)

@@ -30,7 +30,12 @@ from cuqa_builder.llm.types import ChatRequest, ChatResult
 from cuqa_builder.prompts import load_prompt
 from cuqa_builder.records import Candidate, CheckerKnowledge, CheckerVerdict, PromptCall
 from cuqa_builder.verification import DEFAULT_GUESSES_COUNTED, GUESSES_ASKED
-from cuqa_builder.verification.answers import answer_names, names_the_answer
+from cuqa_builder.verification.answers import (
+    another_name,
+    answer_names,
+    decided,
+    names_the_answer,
+)
 from cuqa_builder.verification.masking import masked_question
 from cuqa_builder.verification.names import names_of
 from cuqa_builder.verification.replies import parse_guesses, parse_open_book
@@ -218,8 +223,13 @@ class ItemChecker:
         reply = parse_open_book(result.text)
         names = answer_names(item)
         how = await names_the_answer(client, item.question, reply.answer, names)
-        others = [o for o in (*reply.other_fits, *reply.other_answers)
-                  if not await self._is_the_item(client, item, o)]
+        bridges = {n.casefold() for n in _bridge_names(item)}
+        # What else the description fits: another thing than the bridge (or the answer).
+        others = [o for o in reply.other_fits
+                  if o.casefold() not in bridges and not decided(o, names)]
+        # Other right answers: not the answer under another name (the judge decides).
+        others += [o for o in reply.other_answers if o.casefold() not in bridges
+                   and not await another_name(client, item.question, o, names)]
         common = {"question": item.question, "reply": result.text.strip(),
                   "model": client.model, "answer": reply.answer}
         return [
@@ -227,14 +237,6 @@ class ItemChecker:
                            matched=f"{reply.answer} ({how})" if how else None, **common),
             CheckerVerdict(check=ONE_ANSWER, passed=not others, others=others, **common),
         ]
-
-    async def _is_the_item(self, client: _Recorder, item: Candidate, other: str) -> bool:
-        """Whether an "other" the checker lists is the answer or a bridge after all."""
-        if other.casefold() in {n.casefold() for n in _bridge_names(item)}:
-            return True
-        return await names_the_answer(client, item.question, other, answer_names(item)) \
-            is not None
-
 
 def failure_reason(verdict: CheckerVerdict) -> str:
     """Why a verdict fails its item, for a person to read."""
