@@ -3,7 +3,8 @@ of every candidate that passed the format checks, and record the verdicts with t
 
 The connected recipe asked the same requests while composing, so with the generator as checker
 they come from the cache; a hard item is checked through its two easy items (`connected`) and
-as a whole (the other three).
+as a whole (the other three). As while composing, an item whose answer a guess names is not
+asked with the event: it fails either way, and the call would be paid for nothing.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ async def check_all(
     checker: ItemChecker, candidates: Sequence[Candidate], *, progress: bool = False
 ) -> list[list[CheckerVerdict] | LLMError]:
     async def verdicts(candidate: Candidate) -> list[CheckerVerdict]:
-        return (await checker.check(candidate)).verdicts
+        # As while composing: the answer with the event only for an item no guess failed.
+        return (await checker.check(candidate, fail_fast=True)).verdicts
 
     return await ask_each(candidates, verdicts, "checker", progress)
 
