@@ -47,7 +47,7 @@ from cuqa_builder.generation.bridges import (
     usable,
 )
 from cuqa_builder.generation.output_parsing import OutputError, parse_passage, parse_question
-from cuqa_builder.generation.structural import describe_from_parse
+from cuqa_builder.generation.structural import describe_from_parse, plural
 from cuqa_builder.grounding.keys import entity_key
 from cuqa_builder.llm.client import prompt_request
 from cuqa_builder.prompts import load_prompt
@@ -184,7 +184,8 @@ def masked_description(description: str) -> str:
 
 
 def unknown_question(kind: str, description: str) -> str:
-    return f"{'Who' if kind == 'person' else 'What'} is {description}?"
+    verb = "are" if plural(kind) else "is"  # "What are the islands where ...?"
+    return f"{'Who' if kind == 'person' else 'What'} {verb} {description}?"
 
 
 INFOBOX_QUESTIONS = "known_questions_from_infobox"
