@@ -7,6 +7,7 @@ passages are the articles' leads (`--known-source wiki`), since the scripted mod
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -15,12 +16,14 @@ import pytest
 import cuqa_builder
 from cuqa_builder.cli.annotate import main as annotate
 from cuqa_builder.cli.build import main
+from cuqa_builder.run import ARTICLE_PAGES
 from cuqa_builder.snapshot import articles_dir, iter_snapshot
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder
 from cuqa_builder.testing.mediawiki_server import MediaWikiServer
 from cuqa_builder.testing.openai_server import ScriptedLLM
 
-SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "wiki-sample"
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "examples" / "wiki-sample"
 
 
 def _sample_pages(folder: Path = SAMPLE) -> dict[str, tuple[int, str, str]]:
@@ -81,6 +84,11 @@ def test_every_stage_runs_and_a_rerun_pays_nothing(servers, tmp_path: Path, caps
     assert all(item.cutoff == "2023-04" and item.review.status == "unreviewed" for item in items)
     run_info = json.loads((run / "run.json").read_text())
     assert run_info["cutoff"] == "2023-04" and run_info["seed"] == 0
+    # the README indexes the articles where the ground stage wrote them
+    assert any((run / ARTICLE_PAGES).glob("*.wiki"))
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    indexed = re.findall(r"cuqa-eval index [^`]*?--pages (\S+)", readme)
+    assert indexed and all(folder.endswith(f"/{ARTICLE_PAGES}") for folder in indexed)
 
     calls, requests = llm.calls, len(wiki.requests)
     capsys.readouterr()
@@ -165,6 +173,19 @@ def test_validate_without_source_refuses_when_the_snapshot_is_gone(
     assert f"{snapshot_run} was built from the snapshot {snapshot}, which is not there" in err
     assert "--source" in err
     assert {p: p.read_bytes() for p in snapshot_run.rglob("*") if p.is_file()} == files
+
+
+def test_ground_from_a_snapshot_says_it_only_read_the_articles_there(
+    snapshot_run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    snapshot = snapshot_run.parent / "snapshot"
+    files = {p: p.read_bytes() for p in snapshot.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    assert main(["--out", str(snapshot_run), "--stage", "ground"]) == 0
+    out = capsys.readouterr().out
+    assert (f"  -> {snapshot_run / 'articles.jsonl'} (the articles read from "
+            f"{articles_dir(snapshot)}, nothing written there)") in out
+    assert {p: p.read_bytes() for p in snapshot.rglob("*") if p.is_file()} == files
 
 
 def test_a_validate_refused_for_shrinking_the_dataset_writes_nothing(
