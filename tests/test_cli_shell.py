@@ -93,6 +93,36 @@ def test_a_missing_input_is_one_line_and_exit_1(
     assert "absent" in line or "events.jsonl is missing: run the events stage first" in line
 
 
+@pytest.mark.parametrize(("argv", "code", "message"), [
+    # the missing input is named before a new run's missing --cutoff
+    (["--stage", "validate"], 1, "{out}/candidates.jsonl is missing: run the generate stage "
+     "first"),
+    (["--stage", "release", "--cutoff", "2023-04", "--name", "r"], 1,
+     "{out}/cuqa.jsonl is missing: run the validate stage first"),
+    (["--cutoff", "2023-04", "--source", "{gone}"], 1, "snapshot directory {gone} does not "
+     "exist"),
+    (["--stage", "release", "--cutoff", "2023-04"], 2,
+     "the release stage needs --name NAME (it writes OUTPUT_ROOT/NAME/)"),
+    (["--stage", "release", "--cutoff", "2023-04", "--name", "../escape"], 2,
+     "argument --name: '../escape': use letters, digits, '.', '_' and '-' only"),
+])
+def test_a_refused_command_names_the_problem_and_leaves_no_run_behind(
+    argv: list[str], code: int, message: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Nothing written: no run.json, no lock file, not even the new directory."""
+    out, gone = tmp_path / "new-run", tmp_path / "no-snapshot"
+    argv = [arg.format(gone=gone) for arg in argv]
+    try:
+        status = build.main(["--out", str(out), *argv, "-q"])
+    except SystemExit as exit_:  # argparse's usage errors exit from inside
+        status = exit_.code
+    assert status == code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == f"cuqa-build: error: {message.format(out=out, gone=gone)}"
+    assert not out.exists()
+
+
 def test_every_stage_input_names_the_stage_that_makes_it(tmp_path: Path) -> None:
     ctx = RunContext(out=tmp_path, window=Window.parse("2023-04"), options=BuildOptions())
     for stage in STAGES:
@@ -137,7 +167,7 @@ def test_ctrl_c_is_exit_130_with_how_to_resume(
     # Each command interrupted where it does its work.
     if prog == "cuqa-build":
         monkeypatch.setattr(build, "run_stage", interrupt)
-        argv = ["--out", str(tmp_path / "r"), "--cutoff", "2023-04", "--stage", "release"]
+        argv = ["--out", str(tmp_path / "r"), "--cutoff", "2023-04", "--stage", "fetch"]
     elif prog == "cuqa-eval":
         monkeypatch.setitem(evaluate.COMMANDS, "report", interrupt_async)
         argv = ["report", str(tmp_path), "--out", str(tmp_path / "r.md")]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -292,14 +293,16 @@ def test_validate_then_release_end_to_end(tmp_path: Path) -> None:
     ("extra", "message"),
     [
         ((), "the release stage needs --name NAME"),
-        (("--name", "../escape"), "--name '../escape': use letters"),
+        (("--name", "../escape"), "--name: '../escape': use letters"),
     ],
 )
 def test_release_needs_a_plain_name(
     run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: tuple[str, ...],
     message: str,
 ) -> None:
-    assert release(run, tmp_path / "output", *extra) == 1
+    """A usage error, exit 2, as the README promises for a flag that cannot work."""
+    with pytest.raises(SystemExit) if extra else contextlib.nullcontext():
+        assert release(run, tmp_path / "output", *extra) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "output").exists()
 

@@ -58,6 +58,7 @@ from cuqa_builder.run import (
 )
 from cuqa_builder.stages.events import index_url_for
 from cuqa_builder.stages.fetch import Manifest
+from cuqa_builder.stages.options import RELEASE_NEEDS_NAME
 from cuqa_builder.validation.checks import describe_checks
 from cuqa_builder.validation.limits import Limits
 from cuqa_builder.window import Window
@@ -69,15 +70,12 @@ GROUNDING_SUMMARY = (
 )
 
 NO_CATEGORY = "(none)"  # year-article events carry no portal category
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 def _release_dir(ctx: RunContext) -> Path:
-    name = ctx.options.release.name
+    name = ctx.options.release.name  # its form is checked with the flags
     if not name:
-        raise ValueError("the release stage needs --name NAME (it writes OUTPUT_ROOT/NAME/)")
-    if not _NAME.match(name):
-        raise ValueError(f"--name {name!r}: use letters, digits, '.', '_' and '-' only")
+        raise ValueError(RELEASE_NEEDS_NAME)
     return ctx.options.release.output_root / name
 
 
