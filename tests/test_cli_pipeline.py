@@ -7,8 +7,11 @@ passages are the articles' leads (`--known-source wiki`), since the scripted mod
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +19,7 @@ import pytest
 import cuqa_builder
 from cuqa_builder.cli.annotate import main as annotate
 from cuqa_builder.cli.build import main
+from cuqa_builder.llm.local import REGISTRY
 from cuqa_builder.run import ARTICLE_PAGES
 from cuqa_builder.snapshot import articles_dir, iter_snapshot
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder
@@ -198,3 +202,43 @@ def test_a_validate_refused_for_shrinking_the_dataset_writes_nothing(
                  "--min-question-words", "1", "--max-question-words", "2"]) == 1
     assert "nothing was written" in capsys.readouterr().err
     assert {p: p.read_bytes() for p in snapshot_run.rglob("*") if p.is_file()} == files
+
+
+def test_the_embedded_model_starts_only_for_a_call_the_cache_cannot_answer(
+    servers, tmp_path: Path
+) -> None:
+    """A re-run served from the cache and a run with --limit 0 never load the embedded model
+    (its models folder holds a file that is no model: loading it would fail); -q leaves no INFO
+    line; --limit 0 says it has nothing to do."""
+    _, llm = servers
+    small = "smollm2-135m-instruct-q4_1"
+    run = tmp_path / "run"
+    common = ["--cutoff", "2023-04", "--until", "2023-12-31", "--source", str(SAMPLE),
+              "--prompts", "paper", "--limit", "3", "-q"]
+    # the scripted model answers under the embedded model's name: the same cache keys
+    assert main(["--out", str(run), *common, "--base-url", llm.base_url, "--model", small]) == 0
+    models = tmp_path / "models"
+    models.mkdir()
+    fake = models / REGISTRY[small].filename
+    fake.write_bytes(b"not a model")
+    (models / f"{fake.name}.sha256").write_text(f"{REGISTRY[small].sha256} {fake.stat().st_size}")
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
+    env["CUQA_MODELS_DIR"] = str(models)
+
+    def build(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "cuqa_builder.cli.build", *argv,
+                               "--llm", f"local:{small}"], capture_output=True, text=True,
+                              env=env, timeout=300)
+
+    calls = llm.calls
+    again = build("--out", str(run), *common)
+    assert again.returncode == 0, again.stderr
+    assert "LLM smollm2-135m-instruct-q4_1: 0 calls" in again.stdout
+    nothing = build("--out", str(tmp_path / "none"), *common[:-3], "--limit", "0", "-q")
+    assert nothing.returncode == 0, nothing.stderr
+    assert nothing.stdout.startswith("events: ") and "generate: nothing to do: --limit 0 " \
+        "takes no event" in nothing.stdout
+    for done in (again, nothing):
+        assert "served at" not in done.stderr and "INFO" not in done.stderr, done.stderr
+    assert llm.calls == calls

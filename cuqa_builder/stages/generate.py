@@ -569,9 +569,12 @@ def run(ctx: RunContext) -> str:
     tally = Tally()
     model, stats, plan = asyncio.run(_run(ctx, tally))
     summary = _summary(ctx, tally, model, stats, time.perf_counter() - started, plan)
+    if ctx.options.generate.limit == 0:
+        summary = ("generate: nothing to do: --limit 0 takes no event (the later stages work "
+                   "on the candidates already made, if any)\n" + summary)
     if ctx.options.llm.batch_files is not None:  # this command made only the last round's part
         summary += "\n" + _whole_stage(ctx, model)
-    if tally.reasons and not tally.written and not tally.already_done:
+    if tally.reasons.total() and not tally.written and not tally.already_done:
         # every item it tried failed and none was made before: say why, exit 1
         raise NothingProducedError(
             f"no candidate could be made: {tally.failed + tally.hard_failed} failed, most "

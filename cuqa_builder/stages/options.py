@@ -155,7 +155,8 @@ class BuildOptions(StageOptions):
     checks: ValidateOptions = Field(default_factory=ValidateOptions)
     release: ReleaseOptions = Field(default_factory=ReleaseOptions)
     quiet: bool = Field(
-        False, description="no progress bars", json_schema_extra={"flag": {"aliases": ("-q",)}}
+        False, description="no progress bars and no INFO log lines (warnings and the "
+        "summaries stay)", json_schema_extra={"flag": {"aliases": ("-q",)}}
     )
     force: bool = Field(
         False, description="let a stage replace its output with an empty or much smaller one "
