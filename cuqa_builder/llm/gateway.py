@@ -43,11 +43,18 @@ from cuqa_builder.llm.cache import (
     request_key,
 )
 from cuqa_builder.llm.client import prompt_request
-from cuqa_builder.llm.local import SERVERS, LocalServer
+from cuqa_builder.llm.local import SERVERS, LocalServer, record_speed
 from cuqa_builder.llm.prices import PriceTable
 from cuqa_builder.llm.ratelimit import RateLimiter, reserved_tokens
 from cuqa_builder.llm.settings import LOCAL_SLOTS_MAX, LLMSettings
-from cuqa_builder.llm.types import ChatRequest, ChatResult, GatewayStats, LLMError, TokenLogprob
+from cuqa_builder.llm.types import (
+    ChatRequest,
+    ChatResult,
+    GatewayStats,
+    LLMError,
+    SpeedSums,
+    TokenLogprob,
+)
 from cuqa_builder.prompts import PromptTemplate
 
 log = logging.getLogger(__name__)
@@ -123,6 +130,7 @@ class Gateway:
         self._limiter = RateLimiter(concurrency, settings.rpm, settings.tpm)
         self._rounds: Rounds | None = None  # batch mode: set by open_gateway
         self._stats = GatewayStats()
+        self.speed = SpeedSums()  # the live calls' times, for the embedded model's record
         self._started = time.monotonic()
         # Identical requests made while the first is still running wait for its answer
         # instead of paying for the same call again.
@@ -185,6 +193,7 @@ class Gateway:
         result = _result(body, self.model, latency_s=latency, cached=False)
         result.cost = self._prices.cost(self.model, result.prompt_tokens, result.completion_tokens)
         self._count(result)
+        self.speed.add(result.prompt_tokens, result.completion_tokens, latency)
         if self._cache is not None:
             self._cache.put(CallRow(
                 key=key, model=self.model, canonical_request=canonical, response_json=stored,
@@ -562,6 +571,8 @@ async def open_gateway(settings: LLMSettings) -> AsyncIterator[Gateway]:
             stack.callback(cache.close)
         prices = PriceTable.load(settings.prices_path)
         gateway = Gateway(client, model, settings, cache, prices, secret, concurrency)
+        if settings.uses_local_model:  # how fast it ran, for the next --estimate
+            stack.callback(record_speed, model, gateway.speed)
         if settings.batched:
             gateway._rounds = _open_rounds(gateway, client, settings, cache)
             stack.push_async_callback(gateway._rounds.close)

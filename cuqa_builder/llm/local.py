@@ -29,6 +29,8 @@ from typing import Any
 
 from cuqa_builder.cores import available_cores
 from cuqa_builder.errors import CuqaError
+from cuqa_builder.jsonio import JsonFileError, atomic_write_json, read_model
+from cuqa_builder.llm.types import SpeedSums
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +131,29 @@ def model_path(name: str) -> Path:
 
 def _marker(path: Path) -> Path:
     return path.with_name(path.name + ".sha256")
+
+
+def _speed_path(name: str) -> Path:
+    return models_dir() / f"{registry_model(name).filename}.speed.json"
+
+
+def machine_speed(name: str) -> SpeedSums:
+    """The model's timed calls on this machine so far (none when it never ran here)."""
+    try:
+        return read_model(_speed_path(name), SpeedSums, "a speed record")
+    except JsonFileError:
+        return SpeedSums()
+
+
+def record_speed(name: str, sums: SpeedSums) -> None:
+    """Add a session's timed calls to the model's record on this machine, which `--estimate`
+    reads before a run's own cache holds any (a record that cannot be written is skipped)."""
+    if not sums.calls:
+        return
+    try:
+        atomic_write_json(_speed_path(name), machine_speed(name).merged(sums).model_dump())
+    except OSError as exc:
+        log.debug("speed record of %s not written: %s", name, exc)
 
 
 def installed_path(name: str) -> Path | None:

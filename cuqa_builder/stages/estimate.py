@@ -13,11 +13,6 @@ from cuqa_builder.stages import generate, validate
 from cuqa_builder.stages.registry import Stage
 
 
-def _planned_candidates(plan: CallPlan) -> int:
-    return sum(step.calls for name, step in plan.steps.items()
-               if name in ("UnknownQuestionGen", "DescribeBridge", "MergeQuestions (hard)"))
-
-
 def estimate_build(ctx: RunContext, stages: Sequence[Stage]) -> str:
     settings = resolve_settings(ctx.options.llm, default_cache=ctx.path(LLM_CACHE))
     names = {stage.name for stage in stages}
@@ -29,7 +24,7 @@ def estimate_build(ctx: RunContext, stages: Sequence[Stage]) -> str:
         if ctx.path(EVENTS).exists():
             model = settings.model or settings.local or "(no --model given)"
             plan = generate.estimate(ctx, settings, model)
-            planned = _planned_candidates(plan)
+            planned = plan.items
             plans.append(plan)
         else:
             lines.append("  generate: no events.jsonl yet; run the events stage (it calls no "

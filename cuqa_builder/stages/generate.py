@@ -34,7 +34,7 @@ from cuqa_builder.generation.algorithm import (
     candidate_id,
     load_templates,
 )
-from cuqa_builder.generation.estimate import plan_easy, plan_hard
+from cuqa_builder.generation.estimate import StepRates, plan_easy, plan_hard
 from cuqa_builder.generation.hard import choose_pairs, merge_pair
 from cuqa_builder.generation.recipes import RECIPES
 from cuqa_builder.generation.structural import Token
@@ -449,8 +449,9 @@ def estimate(ctx: RunContext, settings: LLMSettings, model: str) -> CallPlan:
     recipe = RECIPES[ctx.options.generate.prompts]
     sampling, templates = Sampling(), load_templates(recipe.steps)
     known_source = ctx.options.generate.known_source or recipe.default_known_source
+    rates = StepRates.from_records(ctx.path(CANDIDATES), ctx.path(GENERATION_FAILURES))
     easy = plan_easy(plan, todo(), ctx.options.generate.seed, templates, sampling, recipe,
-                     known_source)
+                     known_source, rates, structure_first=settings.uses_local_model)
     easy_made = tally.already_done + easy
     pairs = min(max(0, ctx.options.generate.hard - hard_done), easy_made // 2)
     plan_hard(plan, pairs, templates, sampling)
