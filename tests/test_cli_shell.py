@@ -29,6 +29,7 @@ from cuqa_builder.stages.registry import STAGES, MissingInputError, producer_of,
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events
 from cuqa_builder.testing.openai_server import Reply, ScriptedLLM
 from cuqa_builder.window import Window
+from tests.conftest import artifacts_folder
 from tests.test_events_stage import many_days
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,6 +71,24 @@ def test_a_bad_flag_is_a_usage_error(prog: str, capsys: pytest.CaptureFixture[st
     err = capsys.readouterr().err
     assert err.startswith(f"usage: {prog}") and "error: " in err.splitlines()[-1]
     assert err.splitlines()[-1].startswith(prog)
+
+
+def test_the_usage_line_names_diff(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build.main(["--help"])
+    usage = capsys.readouterr().out.split("\n\n", 1)[0]
+    assert usage.startswith("usage: cuqa-build [-h]")
+    assert usage.splitlines()[-1] == "       cuqa-build diff OLD NEW"
+
+
+def test_test_artifacts_go_to_the_user_s_own_cache(monkeypatch: pytest.MonkeyPatch,
+                                                   tmp_path: Path) -> None:
+    monkeypatch.delenv("CUQA_TEST_ARTIFACTS", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    assert artifacts_folder() == tmp_path / "home" / ".cache" / "cuqa-builder" / "test-artifacts"
+    monkeypatch.setenv("CUQA_TEST_ARTIFACTS", str(tmp_path / "shots"))
+    assert artifacts_folder() == tmp_path / "shots"
 
 
 def missing_inputs(tmp_path: Path) -> dict[str, list[str]]:

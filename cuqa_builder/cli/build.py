@@ -103,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_flags(checks, ValidateOptions, exclude=["limits"])
     add_flags(checks, Limits)
     add_flags(parser.add_argument_group("release"), ReleaseOptions, exclude=["cutoffs"])
+    # `diff` is a first word argparse does not know of: the usage line names it too.
+    usage = parser.format_usage().removeprefix("usage: ").rstrip()
+    parser.usage = f"{usage}\n       {PROG} {DIFF} OLD NEW"
     return parser
 
 
