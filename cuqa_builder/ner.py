@@ -429,23 +429,33 @@ def parse_tokens(text: str, model_name: str) -> list[Token]:
     """The text's tokens with their dependency parse, lemmas and names, as
     `generation/structural.py` reads them."""
     doc = _parsing_pipeline(model_name)(text)
+    nouns = _common_nouns(model_name)
     sentence_of = {token.i: number for number, sent in enumerate(doc.sents) for token in sent}
     return [Token(index=t.i, text=t.text, space=t.whitespace_, start=t.idx, dep=t.dep_,
                   head=t.head.i, tag=t.tag_, sentence=sentence_of[t.i], lemma=t.lemma_,
-                  name=_in_a_name(t)) for t in doc]
+                  name=_in_a_name(t, nouns)) for t in doc]
 
 
-def _in_a_name(token: SpacyToken) -> bool:
+def _in_a_name(token: SpacyToken, common_nouns: frozenset[str]) -> bool:
     """A proper noun, or a word of a named thing ("American"); not a determiner ("The" of "The
-    People's Party"), a number, nor a lone capitalised plural the small model calls a person
-    ("Wildfires on Maui ...")."""
+    People's Party"), a number, nor a lone capitalised plural of a common noun that the small
+    model calls a person ("Wildfires on Maui ..."; "Harris" stays a name)."""
     if token.tag_ == "DT" or token.ent_type_ in _NOT_NAMES:
         return False
     following = token.doc[token.i + 1] if token.i + 1 < len(token.doc) else None
     alone = token.ent_iob_ == "B" and (following is None or following.ent_iob_ != "I")
-    if token.ent_type_ == "PERSON" and alone and token.text.endswith("s"):
+    word = token.text.lower()
+    if token.ent_type_ == "PERSON" and alone and word.endswith("s") and (
+            word[:-1] in common_nouns):
         return False
     return token.tag_ in ("NNP", "NNPS") or bool(token.ent_type_)
+
+
+@functools.cache
+def _common_nouns(model_name: str) -> frozenset[str]:
+    """The English nouns the pipeline's lemmatizer knows (lower case, singular)."""
+    lemmatizer = _parsing_pipeline(model_name).get_pipe("lemmatizer")
+    return frozenset(lemmatizer.lookups.get_table("lemma_index").get("noun", []))
 
 
 @functools.cache

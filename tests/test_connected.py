@@ -314,6 +314,29 @@ def test_a_small_generator_takes_the_known_hop_from_the_infobox() -> None:
      "a runoff in the snap presidential election in Ecuador.", "Luisa González", "person", None),
     ("The San Antonio Spurs select French center Victor Wembanyama with the first overall pick "
      "of the draft.", "Victor Wembanyama", "person", None),
+    # the subject's verb with its auxiliary, without a coordinated clause of another subject
+    ("Former mayor Clara Brugada of Morena is elected head of government of Mexico City, and "
+     "the quick count suggests a large majority for her allies.", "Clara Brugada", "person",
+     "the person who is elected head of government of Mexico City, in August 2023"),
+    ("Francesco Bagnaia wins at the Mugello Circuit for the third year running, and his "
+     "teammate Enea Bastianini finishes second.", "Francesco Bagnaia", "person",
+     "the person who wins at the Mugello Circuit for the third year running, in August 2023"),
+    # an acronym and a name that end in capitals or "s" keep them
+    ("OPEC+ ministers meeting in Riyadh agree to keep their output cut until the end of 2025.",
+     "Riyadh", "city", "the city where OPEC+ ministers meeting agree to keep their output cut "
+     "until the end of 2025, in August 2023"),
+    ("Harris concedes in a speech at Howard University in Washington.", "Washington", "city",
+     "the city where Harris concedes in a speech at Howard University, in August 2023"),
+    # a place in a clause that opens the sentence, an infinitive's subject, a list of events, a
+    # region the cut would leave behind
+    ("Making a surprise visit to Singapore, President Volodymyr Zelenskyy asks Asian leaders to "
+     "attend the peace summit.", "Singapore", "city", None),
+    ("Zelenskyy accuses China of helping Russia to discourage countries from attending the "
+     "summit.", "Russia", "country", None),
+    ("Matchday 4: Inter Milan beat Arsenal 1–0 at San Siro; Barcelona win 5–2 at Red Star "
+     "Belgrade.", "San Siro", "stadium", None),
+    ("Ukrainian drones strike an arsenal near Toropets, Tver Oblast, setting off explosions.",
+     "Toropets", "town", None),
 ])
 def test_a_description_from_the_parse_keeps_the_event_s_words(
     text: str, bridge: str, kind: str, described: str | None

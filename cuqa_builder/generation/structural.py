@@ -13,9 +13,12 @@ The event's first sentence is kept as it is, minus the bridge, in one of three s
 Anything else gives no description, and so does a sentence that would not read as written: a
 later sentence (it leans on the first: "Tadej Pogačar finishes second"), a verb the tagger
 found in a name ("The San Antonio Spurs select" parsed with "Spurs" as the verb), a bridge
-coordinated with another name (the description would drop or misplace it), and a pronoun with
-nothing to refer to ("the country where authorities call it the largest evacuation"). The words
-are the event's own, so the description adds nothing else.
+coordinated with another name (the description would drop or misplace it), a pronoun with
+nothing to refer to ("the country where authorities call it the largest evacuation"), a list
+of events ("Matchday 4: ...; ..."), a place in a clause that opens the sentence or whose region
+would stay behind ("near Toropets, Tver Oblast, ..."). A coordinated clause with a subject of
+its own is left out ("..., and his teammate finishes second"). The words are the event's own,
+so the description adds nothing else.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ _FINITE = frozenset({"VBZ", "VBP", "VBD"})
 _MAIN_CLAUSE = frozenset({"ROOT", "conj", "advcl", "xcomp", "prep", "pobj", "nsubj",
                           "nsubjpass", "dobj", "appos", "compound"})
 _SUBJECT_VERB = frozenset({"ROOT", "conj", "ccomp"})  # "Roscosmos says [the lander] has crashed"
+_AUXILIARIES = frozenset({"aux", "auxpass", "neg"})
 _IRREGULAR_THIRD_PERSON = {"are": "is", "have": "has", "were": "was", "do": "does"}
 # A pronoun the description may keep: one that can stand for the described bridge itself.
 _OWN_PRONOUNS = {"person": frozenset({"he", "him", "she", "her"}), "": frozenset({"it"})}
@@ -143,9 +147,11 @@ def _children(tokens: list[Token], head: Token, deps: frozenset[str]) -> list[To
 
 
 def _in_main_clause(tokens: list[Token], token: Token) -> bool:
-    """Whether every link from `token` up to its sentence's root is one of `_MAIN_CLAUSE`."""
+    """Whether every link from `token` up to its sentence's root is one of `_MAIN_CLAUSE`, and
+    no adverbial clause on the way opens the sentence ("Making an appearance in Singapore, ...":
+    the place is the clause's, not the event's)."""
     while token.head != token.index:
-        if token.dep not in _MAIN_CLAUSE:
+        if token.dep not in _MAIN_CLAUSE or token.dep == "advcl" and token.index < token.head:
             return False
         token = tokens[token.head]
     return True
@@ -170,8 +176,9 @@ def _lower_start(kept: list[Token], sentence: list[Token], changed: dict[int, st
     """The sentence's first word in lower case where it opens the description, unless it is
     part of a name ("Wildfires on Maui ..." -> "wildfires", "Spain beats ..." stays)."""
     first = kept[0] if kept else None
-    if first is not None and first.index == sentence[0].index and not first.name:
-        text = changed.get(first.index, first.text)
+    text = changed.get(first.index, first.text) if first is not None else ""
+    if first is not None and first.index == sentence[0].index and not first.name and (
+            text[1:].islower() or len(text) == 1):  # "OPEC+" is no word to lower
         changed[first.index] = text[:1].lower() + text[1:]
 
 
@@ -196,7 +203,15 @@ def _place(tokens: list[Token], root: Token, sentence: list[Token],
             and head.text.lower() in _PLACE_PREPOSITIONS and _in_main_clause(tokens, head)):
         return None
     cut = _subtree(tokens, head.index) | inside
+    main = next(t for t in sentence if t.head == t.index)
+    if max(cut) < main.index and not any(
+            subject.index not in cut for subject in _children(tokens, main, _SUBJECT)):
+        return None  # "at Liverpool Crown Court, Axel Rudakubana, 18, pleads": the parse
+        # hung the event's subject on the place, and cutting it would leave no one who
     after = max(cut) + 1
+    if after + 1 < len(tokens) and tokens[after].text == "," and tokens[after + 1].tag in (
+            "NNP", "NNPS") and tokens[after + 1].index not in cut:
+        return None  # "near Toropets, Tver Oblast, ...": the place's region would stay behind
     if (tokens[head.head].dep in _SUBJECT and after < len(tokens)
             and tokens[after].text == "," and "," in {tokens[i].text for i in cut}):
         cut.add(after)  # "The conference in Dubai, UAE, ends": the comma closed the place
@@ -206,14 +221,36 @@ def _place(tokens: list[Token], root: Token, sentence: list[Token],
 
 def _subject(tokens: list[Token], root: Token, sentence: list[Token], inside: set[int],
              kind: str) -> _Clause | None:
+    """"X of Y is elected Z, and W says ..." -> "that is elected Z": the verb with its
+    auxiliaries and what follows it, minus a coordinated clause with a subject of its own."""
     verb = tokens[root.head]
-    if root.dep not in _SUBJECT or not verb.tag.startswith("VB") or verb.dep not in _SUBJECT_VERB:
+    if root.dep not in _SUBJECT or not verb.tag.startswith("VB") or not _reported_or_main(
+            tokens, verb):
         return None
+    auxiliaries = _children(tokens, verb, _AUXILIARIES)
+    if any(t.text.lower() == "to" for t in auxiliaries):
+        return None  # an infinitive's subject ("helping Russia to discourage ...")
     clause = _subtree(tokens, verb.index) - _subtree(tokens, root.index) - inside
-    kept = [t for t in sentence if t.index in clause and t.index >= verb.index
-            or t.index in clause and t.dep == "aux" and t.head == verb.index]
-    changed = {} if plural(kind) else {verb.index: _third_person(verb)}
+    for other in _children(tokens, verb, frozenset({"conj"})):
+        if _children(tokens, other, _SUBJECT):  # "..., and his teammate passes ..."
+            start = min(_subtree(tokens, other.index))
+            clause -= _subtree(tokens, other.index) | {
+                t.index for t in _children(tokens, verb, frozenset({"cc", "punct"}))
+                if start - 3 <= t.index < start}
+    first = min([verb, *auxiliaries], key=lambda t: t.index)
+    kept = [t for t in sentence if t.index in clause and t.index >= first.index]
+    changed = {} if plural(kind) else {first.index: _third_person(first)}
     return _clause("that", kept, sentence, changed)
+
+
+def _reported_or_main(tokens: list[Token], verb: Token) -> bool:
+    """The main verb, one coordinated with it, or what it reports ("Roscosmos says [the
+    lander] has crashed"); not a verb inside a modifier ("demanding that Israel end ...")."""
+    while verb.head != verb.index:
+        if verb.dep not in _SUBJECT_VERB:
+            return False
+        verb = tokens[verb.head]
+    return True
 
 
 def _object(tokens: list[Token], root: Token, sentence: list[Token],
@@ -331,7 +368,8 @@ def describe_from_parse(tokens: list[Token], start: int, end: int, kind: str,
     clause = (_place(tokens, root, sentence, inside)
               or _subject(tokens, root, sentence, inside, kind)
               or _object(tokens, root, sentence, inside))
-    if clause is None or not clause.words or _stray_reference(clause.tokens, clause.opener, kind):
-        return None
+    if (clause is None or not clause.words or re.search(r";|:\s", clause.words)
+            or _stray_reference(clause.tokens, clause.opener, kind)):
+        return None  # none, a list of events ("matchday 4: ...; ..."), or a stray pronoun
     opener = "who" if clause.opener == "that" and kind == "person" else clause.opener
     return " ".join(filter(None, ("the", kind, opener, clause.words))) + f", in {when}"
