@@ -7,6 +7,7 @@ a few filters. Jinja2 is used here and nowhere else.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import date
 from importlib import resources
 
@@ -24,6 +25,16 @@ STATS = "stats.json"
 CARD = "README.md"
 CHANGELOG = "CHANGELOG.md"
 PAGES_LISTED = 25  # the card links this many source pages; stats.json lists them all
+# What each recipe (`--prompts`) is, as the card says how the items were made.
+RECIPES = {
+    "paper": "Algorithm 1 of the Self-DC paper, with the prompts of its Tables 5-9 "
+             "(`--prompts paper`)",
+    "connected": "cuqa-builder's connected recipe (`--prompts connected`), which departs from "
+                 "Algorithm 1 of the Self-DC paper so that the known part never answers alone: "
+                 "the bridge is described only through the event, the known hop asks one "
+                 "property of the bridge (or a category that holds it), and the merge replaces "
+                 "the bridge's name by its description",
+}
 _TEMPLATE = "dataset_card.md.j2"
 _CHANGELOG_TEMPLATE = "changelog.md.j2"
 
@@ -84,6 +95,8 @@ class ReleaseStats(BaseModel):
     by_category: dict[str, int]
     by_review_status: dict[str, int]
     generator_models: list[str]
+    recipes: list[str] = Field(default_factory=list, description="how the items were composed "
+                               "(`--prompts`): `paper` (Algorithm 1) and/or `connected`")
     prompts: dict[str, list[str]] = Field(description="template name -> sha256 hashes used")
     seed: int | None
     validation: ValidationInfo | None = Field(description="checks' limits, probe model and judge")
@@ -122,7 +135,7 @@ def _environment() -> jinja2.Environment:
         percent=lambda share: f"{share:.0%}",
         code=lambda text: f"`{text}`",
         prefix=lambda sha: sha[:16],
-        revision_url=lambda revid, title: revision_url(title, revid),
+        revision_url=lambda revid, title, index_url: revision_url(title, revid, index_url),
     )
     return env
 
@@ -138,13 +151,26 @@ def render_changelog(diff: ReleaseDiff) -> str:
     return _template(_CHANGELOG_TEMPLATE).render(diff=diff)
 
 
-def render_card(stats: ReleaseStats, has_manifest: bool, prompt_sources: dict[str, str]) -> str:
+@dataclass(frozen=True)
+class PageOrigin:
+    """Where the release's source pages came from, and so whether their revisions get links:
+    a wiki the run fetched them from (its index.php), or a local snapshot whose revision ids
+    nobody checked (the shipped example's are placeholders such as 1 and 2)."""
+
+    index_url: str | None  # None: no links
+    snapshot: str | None = None
+
+
+def render_card(stats: ReleaseStats, has_manifest: bool, prompt_sources: dict[str, str],
+                origin: PageOrigin) -> str:
     """The card; `prompt_sources` maps each template to its cited source (or a note)."""
     template = _template(_TEMPLATE)
     pages = list(stats.source_pages.items())
     return template.render(
         stats=stats,
         has_manifest=has_manifest,
+        origin=origin,
+        recipes=RECIPES,
         prompt_sources=prompt_sources,
         listed_pages=pages[:PAGES_LISTED],
         more_pages=len(pages) - PAGES_LISTED,

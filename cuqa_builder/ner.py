@@ -45,6 +45,8 @@ _BATCHES_AHEAD = 2
 DEFAULT_MODEL = "en_core_web_sm"
 # Wh-words by their Penn Treebank tags: which/what/who (WDT, WP), whose (WP$), where/when/how/why.
 _WH_TAGS = frozenset({"WDT", "WP", "WP$", "WRB"})
+_NOT_PARSING = ["ner", "lemmatizer"]  # what the question check does not need
+_NOT_NAMES = frozenset({"CARDINAL", "DATE", "MONEY", "ORDINAL", "PERCENT", "QUANTITY", "TIME"})
 _VERBS = frozenset({"VERB", "AUX"})
 # Dependency labels of the head of a clause: the main one and the subordinate kinds.
 _CLAUSE_DEPS = frozenset({"ROOT", "relcl", "acl", "advcl", "ccomp", "csubj", "csubjpass",
@@ -105,8 +107,8 @@ def interrogative_clauses(text: str, model_name: str = DEFAULT_MODEL) -> int:
     or whose wh-word picks a noun ("which party"), which a relative clause ("the party which
     won ...") never does. Two wh-words of one clause ("which party and which leader won") ask
     one question."""
-    clauses = {_interrogative_clause(token) for token in _parsing_pipeline(model_name)(text)
-               if token.tag_ in _WH_TAGS}
+    parsed = _parsing_pipeline(model_name)(text, disable=_NOT_PARSING)
+    clauses = {_interrogative_clause(token) for token in parsed if token.tag_ in _WH_TAGS}
     return len(clauses - {None})
 
 
@@ -424,21 +426,46 @@ def _key(text: str) -> str:
 
 
 def parse_tokens(text: str, model_name: str) -> list[Token]:
-    """The text's tokens with their dependency parse, as `generation/structural.py` reads them."""
+    """The text's tokens with their dependency parse, lemmas and names, as
+    `generation/structural.py` reads them."""
     doc = _parsing_pipeline(model_name)(text)
+    nouns = _common_nouns(model_name)
     sentence_of = {token.i: number for number, sent in enumerate(doc.sents) for token in sent}
     return [Token(index=t.i, text=t.text, space=t.whitespace_, start=t.idx, dep=t.dep_,
-                  head=t.head.i, tag=t.tag_, sentence=sentence_of[t.i]) for t in doc]
+                  head=t.head.i, tag=t.tag_, sentence=sentence_of[t.i], lemma=t.lemma_,
+                  name=_in_a_name(t, nouns)) for t in doc]
+
+
+def _in_a_name(token: SpacyToken, common_nouns: frozenset[str]) -> bool:
+    """A proper noun, or a word of a named thing ("American"); not a determiner ("The" of "The
+    People's Party"), a number, nor a lone capitalised plural of a common noun that the small
+    model calls a person ("Wildfires on Maui ..."; "Harris" stays a name)."""
+    if token.tag_ == "DT" or token.ent_type_ in _NOT_NAMES:
+        return False
+    following = token.doc[token.i + 1] if token.i + 1 < len(token.doc) else None
+    alone = token.ent_iob_ == "B" and (following is None or following.ent_iob_ != "I")
+    word = token.text.lower()
+    if token.ent_type_ == "PERSON" and alone and word.endswith("s") and (
+            word[:-1] in common_nouns):
+        return False
+    return token.tag_ in ("NNP", "NNPS") or bool(token.ent_type_)
+
+
+@functools.cache
+def _common_nouns(model_name: str) -> frozenset[str]:
+    """The English nouns the pipeline's lemmatizer knows (lower case, singular)."""
+    lemmatizer = _parsing_pipeline(model_name).get_pipe("lemmatizer")
+    return frozenset(lemmatizer.lookups.get_table("lemma_index").get("noun", []))
 
 
 @functools.cache
 def _parsing_pipeline(model_name: str) -> Language:
-    """The pipeline with tags and dependencies (NER's own pipes are not needed)."""
+    """The whole pipeline: the question check calls it without NER and the lemmatizer."""
     import spacy
 
     for candidate in (model_name, model_name + _REPACKAGED_SUFFIX):
         try:
-            nlp = spacy.load(candidate, disable=["ner", "lemmatizer"])
+            nlp = spacy.load(candidate)
         except OSError:
             continue
         return nlp

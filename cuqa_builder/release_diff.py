@@ -29,7 +29,7 @@ from cuqa_builder.jsonio import atomic_write_json, atomic_write_text, read_model
 from cuqa_builder.records import CuqaItem
 from cuqa_builder.refresh import ChangeCounts
 from cuqa_builder.run import MANIFEST
-from cuqa_builder.stages.release import prompt_sources
+from cuqa_builder.stages.release import page_origin, prompt_sources
 
 COMPARED_FIELDS = ("question", "answer", "review")  # named in the changelog; the rest is "other"
 
@@ -146,7 +146,8 @@ def diff_releases(old_folder: Path, new_folder: Path) -> ReleaseDiff:
     atomic_write_text(new_folder / CHANGELOG, render_changelog(result))
     atomic_write_json(new_folder / STATS, stats.model_dump(mode="json"))
     has_manifest = (new_folder / MANIFEST).is_file()
-    atomic_write_text(new_folder / CARD, render_card(stats, has_manifest, prompt_sources(stats)))
+    atomic_write_text(new_folder / CARD, render_card(stats, has_manifest, prompt_sources(stats),
+                                                     page_origin(new_folder / MANIFEST)))
     return result
 
 

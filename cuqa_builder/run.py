@@ -80,8 +80,8 @@ def _first_names(names: Sequence[str], shown: int = 5) -> str:
 class Manifest(Record):
     """`manifest.json`: which revision of each page a run used, to fetch the same ones later."""
 
-    api: str
-    fetched: str  # ISO time of the fetch (or of reading a snapshot), UTC
+    api: str | None  # the api.php the pages came from; None: read from a snapshot
+    fetched: str | None  # ISO time of the fetch, UTC; None: read from a snapshot
     pages: dict[str, int]  # title -> revid
     snapshot: str | None = None  # the --source directory, when the pages came from one
 

@@ -70,7 +70,8 @@ def run_lock(directory: Path, program: str, *, wait: bool = False,
         if not wait:
             raise RunBusy(f"{busy}: let it finish, or add {WAIT_FOR_LOCK} to wait for it "
                           "(only one command at a time may write a run)") from None
-        log.info("%s: waiting for it to finish (%s)", busy, WAIT_FOR_LOCK)
+        # a warning: shown under -q too, or a waiting command would look hung
+        log.warning("%s: waiting for it to finish (%s)", busy, WAIT_FOR_LOCK)
         lock.acquire()
     except OSError as exc:
         raise RunLockError(_why_no_lock(path, program, exc)) from None

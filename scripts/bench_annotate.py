@@ -29,6 +29,7 @@ from cuqa_builder.cli.annotate import main as annotate
 from cuqa_builder.cli.annotate import review_tasks
 from cuqa_builder.jsonio import write_jsonl
 from cuqa_builder.testing.annotate_fixtures import accept, candidate, reject
+from cuqa_builder.testing.bench import bench_arguments
 from cuqa_builder.testing.labelstudio_server import start_label_studio
 
 
@@ -75,7 +76,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=1000)
     parser.add_argument("--url", help="use this server (API key from $LABEL_STUDIO_API_KEY)")
-    args = parser.parse_args()
+    args = bench_arguments(parser, tasks=5)
 
     with tempfile.TemporaryDirectory() as tmp:
         run = Path(tmp) / "run"

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from cuqa_builder.records import Event, EventSource
 from cuqa_builder.retrieval.bm25 import BM25Retriever, event_passage
+from cuqa_builder.testing.bench import bench_arguments
 
 VOCABULARY = 60_000
 
@@ -53,7 +54,7 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=2000)
     parser.add_argument("--k", type=int, default=3)
-    args = parser.parse_args()
+    args = bench_arguments(parser, events=2000, queries=50)
     rng = random.Random(0)
     events = synthetic_events(args.events, rng)
     queries = queries_from(events, args.queries, rng)

@@ -40,6 +40,7 @@ from cuqa_builder.records import (
     SubQuestion,
 )
 from cuqa_builder.solvers import METHODS
+from cuqa_builder.testing.bench import bench_arguments
 from cuqa_builder.testing.openai_server import Reply, ScriptedLLM, last_user_message
 
 SOURCE = EventSource(title="2024", revid=1, url="https://en.wikipedia.org/wiki/2024")
@@ -168,7 +169,7 @@ def main() -> int:
     parser.add_argument("--latency", type=float, default=0.2, help="seconds per call")
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
-    args = parser.parse_args()
+    args = bench_arguments(parser, items=3, latency=0.005, concurrency=4)
     world = World(args.items)
     rows = []
     with tempfile.TemporaryDirectory() as scratch, \

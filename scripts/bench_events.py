@@ -40,6 +40,7 @@ from cuqa_builder.jsonio import write_jsonl
 from cuqa_builder.ner import EntityExtractor, default_processes
 from cuqa_builder.records import Event, Page, PageMeta
 from cuqa_builder.snapshot import SnapshotError, iter_snapshot, page_kind, write_page
+from cuqa_builder.testing.bench import bench_arguments
 from cuqa_builder.wiki.titles import portal_title
 
 SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "wiki-sample"
@@ -254,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--processes", type=int, default=default_processes(),
                         help="NER worker processes (default: one per core, as the stage)")
     parser.add_argument("--profile", action="store_true", help="cProfile the timed phases")
-    args = parser.parse_args(argv)
+    args = bench_arguments(parser, argv, events=60, processes=1)
     report = Report(profiler=cProfile.Profile() if args.profile else None)
     with MemorySampler() as memory:
         if args.keep:

@@ -29,6 +29,7 @@ from cuqa_builder.llm.cache import CallCache, canonical_request, request_key
 from cuqa_builder.llm.gateway import open_gateway
 from cuqa_builder.llm.settings import LLMSettings
 from cuqa_builder.llm.types import ChatRequest, ChatResult
+from cuqa_builder.testing.bench import bench_arguments, judged
 
 LATENCY_S = 0.2
 # About the size of a generation prompt (an event and its instructions) and of its answer.
@@ -160,13 +161,13 @@ def main() -> int:
     parser.add_argument("--local", metavar="NAME", help="benchmark this embedded model instead")
     parser.add_argument("--prompts", type=int, default=6, help="calls to the embedded model")
     parser.add_argument("--max-tokens", type=int, default=64)
-    args = parser.parse_args()
+    args = bench_arguments(parser, calls=40, concurrency=4)
     if args.local:
         ok = bench_local(args.local, args.prompts, args.max_tokens)
     else:
         ok = bench_scripted(args.calls, args.concurrency)
     print("all targets met" if ok else "a target was missed")
-    return 0 if ok else 1
+    return judged(ok, args)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from cuqa_builder.records import Candidate
 from cuqa_builder.run import GENERATION_FAILURES as FAILURES
 from cuqa_builder.stages.generate import GenerationFailure
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events
+from cuqa_builder.testing.bench import bench_arguments
 from cuqa_builder.testing.openai_server import Reply, ScriptedLLM
 
 
@@ -146,7 +147,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--local", metavar="NAME", help="also time the embedded model NAME")
     parser.add_argument("--local-events", type=int, default=3)
-    args = parser.parse_args()
+    args = bench_arguments(parser, events=10, latency=0.01, concurrency=4)
     # The scripted server needs no key; never send a real one to it.
     os.environ.pop("OPENAI_API_KEY", None)
     os.environ.pop("OPENAI_BASE_URL", None)

@@ -18,6 +18,7 @@ from pathlib import Path
 from cuqa_builder.run import RunContext
 from cuqa_builder.stages import fetch
 from cuqa_builder.stages.options import BuildOptions, SourceOptions
+from cuqa_builder.testing.bench import bench_arguments
 from cuqa_builder.testing.mediawiki_server import MediaWikiServer
 from cuqa_builder.wiki.titles import window_days, window_titles
 from cuqa_builder.window import Window
@@ -34,7 +35,7 @@ def main() -> int:
         "--max-per-reply", type=int,
         help="answer at most N pages per reply, like the real API when a reply is too big",
     )
-    args = parser.parse_args()
+    args = bench_arguments(parser)  # a year of day pages takes the local server a second
 
     window = Window.parse(f"{args.year - 1}-12", f"{args.year}-12")
     titles = window_titles(window)
@@ -57,7 +58,7 @@ def main() -> int:
         f"{requests} API requests ({requests / days:.3f} per day of window; target <= {TARGET}), "
         f"{elapsed:.2f} s against the local server"
     )
-    return 0 if requests <= TARGET else 1
+    return 0 if requests <= TARGET else 1  # a count, not a speed: judged in a tiny run too
 
 
 if __name__ == "__main__":

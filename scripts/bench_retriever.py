@@ -22,6 +22,7 @@ from pathlib import Path
 
 from cuqa_builder.retrieval.search_cache import SearchCache
 from cuqa_builder.retrieval.web import Serper, WebSearchRetriever
+from cuqa_builder.testing.bench import bench_arguments
 from cuqa_builder.testing.search_servers import Hit, SearchStandIn
 
 KEY = "bench-key-0123456789"
@@ -49,7 +50,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=500)
     parser.add_argument("--delay", type=float, default=0.05, help="stand-in answer time, s")
     parser.add_argument("--threads", type=int, default=1)
-    args = parser.parse_args()
+    args = bench_arguments(parser, queries=20, delay=0.0)
     queries = [f"Which town elected the winner of chess open number {i} as mayor?"
                for i in range(args.queries)]
     with tempfile.TemporaryDirectory() as tmp, \

@@ -42,6 +42,7 @@ from cuqa_builder.jsonio import read_jsonl, write_jsonl
 from cuqa_builder.records import Candidate
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events
 from cuqa_builder.testing.batch_server import answer_batch_file
+from cuqa_builder.testing.bench import bench_arguments, judged
 from cuqa_builder.testing.openai_server import Reply, last_user_message
 
 REPO = Path(__file__).resolve().parents[1]
@@ -230,7 +231,8 @@ def main() -> int:
     parser.add_argument("--rpm", type=float, default=3000)
     parser.add_argument("--skip-files", action="store_true")
     parser.add_argument("--skip-live", action="store_true")
-    args = parser.parse_args()
+    args = bench_arguments(parser, events=100, max_requests=100, live_events=20, latency=0.01,
+                           concurrency=4, rpm=60_000)
     ok = True
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
         if not args.skip_files:
@@ -239,7 +241,7 @@ def main() -> int:
             ok &= bench_live(args, Path(tmp))
     print("all targets met" if ok else "a target was missed")
     print(json.dumps({"ok": ok}))
-    return 0 if ok else 1
+    return judged(ok, args)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from collections import Counter
 from datetime import date, timedelta
 from pathlib import Path
 
-from cuqa_builder.cli.build import build_parser
+from cuqa_builder.cli.build import parse_options
 from cuqa_builder.jsonio import write_jsonl
 from cuqa_builder.records import (
     Candidate,
@@ -34,6 +34,7 @@ from cuqa_builder.records import (
 )
 from cuqa_builder.run import CANDIDATES, RunContext
 from cuqa_builder.stages import validate
+from cuqa_builder.testing.bench import bench_arguments, judged
 from cuqa_builder.validation.checks import Limits, check_all
 from cuqa_builder.window import Window
 
@@ -130,7 +131,7 @@ def bench_stage(candidates: list[Candidate]) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
         write_jsonl(out / CANDIDATES, candidates)
-        options = build_parser().parse_args(["--out", tmp, "--quiet"])
+        options = parse_options(["--out", tmp, "--quiet"])
         ctx = RunContext(out=out, window=Window.parse(CUTOFF, "2024-12"), options=options)
         start = time.perf_counter()
         validate.run(ctx)
@@ -140,7 +141,7 @@ def bench_stage(candidates: list[Candidate]) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--candidates", type=int, default=10_000)
-    args = parser.parse_args()
+    args = bench_arguments(parser, candidates=200)
     candidates = synthetic_candidates(args.candidates)
     kinds = Counter(f"{c.difficulty} {c.type}" for c in candidates)
     print(f"{len(candidates)} synthetic candidates: "
@@ -153,7 +154,7 @@ def main() -> int:
     print(f"stage (read, check, write both files): {stage_s:.2f} s")
     ok = stage_s < TARGET_S
     print(f"target < {TARGET_S:.0f} s: {'met' if ok else 'MISSED'}")
-    return 0 if ok else 1
+    return judged(ok, args)
 
 
 if __name__ == "__main__":

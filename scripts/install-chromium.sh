@@ -12,8 +12,11 @@ if [ -n "${CUQA_CHROMIUM:-}" ] && "$CUQA_CHROMIUM" --version >/dev/null 2>&1; th
   echo "chromium: using $CUQA_CHROMIUM"
   exit 0
 fi
-if command -v chromium >/dev/null 2>&1 && chromium --version >/dev/null 2>&1; then
-  echo "chromium: reusing $(chromium --version 2>/dev/null | head -n 1)"
+# A version is read whole, then cut to its first line: no reader that stops early (`| head`)
+# under pipefail.
+first_line() { printf '%s\n' "${1%%$'\n'*}"; }
+if command -v chromium >/dev/null 2>&1 && version="$(chromium --version 2>/dev/null)"; then
+  echo "chromium: reusing $(first_line "$version")"
   exit 0
 fi
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
@@ -33,4 +36,4 @@ if ! { apt-get update -qq &&
   tail -n 30 "$log" >&2
   exit 1
 fi
-echo "chromium: ready, $(chromium --version 2>/dev/null | head -n 1)"
+echo "chromium: ready, $(first_line "$(chromium --version 2>/dev/null)")"

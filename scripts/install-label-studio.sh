@@ -12,9 +12,18 @@ VERSION="1.23.2"
 VENV="${CUQA_LS_VENV:-$HOME/.cache/cuqa-builder/label-studio-venv}"
 PYTHON="${PYTHON:-python3}"
 
-# `label-studio --version` would start a server; the `version` subcommand only reports.
-if [ -x "$VENV/bin/label-studio" ] &&
-   "$VENV/bin/label-studio" version 2>/dev/null | grep -q "Label Studio version: $VERSION\b"; then
+# Whether the venv's label-studio reports $VERSION. `label-studio --version` would start a
+# server; the `version` subcommand only reports. Its whole report is read before matching: a
+# reader that stops at the first match (`| grep -q`) closes the pipe, label-studio's next print
+# fails, and under pipefail a sound install would count as broken (and be rebuilt) at random.
+reports_version() {
+  local report pattern="Label Studio version: ${VERSION//./\\.}([^0-9.]|\$)"
+  [ -x "$VENV/bin/label-studio" ] || return 1
+  report="$("$VENV/bin/label-studio" version 2>/dev/null)" || return 1
+  [[ $report =~ $pattern ]]
+}
+
+if reports_version; then
   echo "label-studio $VERSION: reusing $VENV"
   exit 0
 fi
@@ -30,7 +39,7 @@ if ! { "$PYTHON" -m venv --clear "$VENV" &&
   tail -n 30 "$log" >&2
   exit 1
 fi
-"$VENV/bin/label-studio" version 2>/dev/null | grep -q "Label Studio version: $VERSION\b" || {
+reports_version || {
   echo "install-label-studio.sh: $VENV/bin/label-studio does not report $VERSION" >&2
   exit 1
 }

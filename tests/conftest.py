@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,12 +34,22 @@ def label_studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabelStud
 ARTIFACTS = pytest.StashKey[list[Path]]()
 
 
+def artifacts_folder() -> Path:
+    """$CUQA_TEST_ARTIFACTS, else the user's cache beside the models and the Label Studio
+    virtualenv (~/.cache/cuqa-builder/test-artifacts): a folder shared by every user of the
+    machine would be another's, or unwritable."""
+    given = os.environ.get("CUQA_TEST_ARTIFACTS")
+    if given:
+        return Path(given)
+    cache_home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache_home / "cuqa-builder" / "test-artifacts"
+
+
 @pytest.fixture(scope="session")
 def artifacts(request: pytest.FixtureRequest) -> Path:
-    """Where tests leave files for people to look at (screenshots): $CUQA_TEST_ARTIFACTS, else
-    a folder in the system's temporary directory. The end of the test output names it."""
-    folder = Path(os.environ.get("CUQA_TEST_ARTIFACTS")
-                  or Path(tempfile.gettempdir()) / "cuqa-test-artifacts")
+    """Where tests leave files for people to look at (screenshots): `artifacts_folder()`. The
+    end of the test output names it."""
+    folder = artifacts_folder()
     folder.mkdir(parents=True, exist_ok=True)
     request.config.stash.setdefault(ARTIFACTS, []).append(folder)
     return folder

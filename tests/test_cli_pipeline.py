@@ -7,7 +7,11 @@ passages are the articles' leads (`--known-source wiki`), since the scripted mod
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,12 +19,15 @@ import pytest
 import cuqa_builder
 from cuqa_builder.cli.annotate import main as annotate
 from cuqa_builder.cli.build import main
+from cuqa_builder.llm.local import REGISTRY
+from cuqa_builder.run import ARTICLE_PAGES
 from cuqa_builder.snapshot import articles_dir, iter_snapshot
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder
 from cuqa_builder.testing.mediawiki_server import MediaWikiServer
 from cuqa_builder.testing.openai_server import ScriptedLLM
 
-SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "wiki-sample"
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "examples" / "wiki-sample"
 
 
 def _sample_pages(folder: Path = SAMPLE) -> dict[str, tuple[int, str, str]]:
@@ -83,6 +90,11 @@ def test_every_stage_runs_and_a_rerun_pays_nothing(servers, tmp_path: Path, caps
     assert all(item.cutoff == "2023-04" and item.review.status == "unreviewed" for item in items)
     run_info = json.loads((run / "run.json").read_text())
     assert run_info["cutoff"] == "2023-04" and run_info["seed"] == 0
+    # the README indexes the articles where the ground stage wrote them
+    assert any((run / ARTICLE_PAGES).glob("*.wiki"))
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    indexed = re.findall(r"cuqa-eval index [^`]*?--pages (\S+)", readme)
+    assert indexed and all(folder.endswith(f"/{ARTICLE_PAGES}") for folder in indexed)
 
     calls, requests = llm.calls, len(wiki.requests)
     capsys.readouterr()
@@ -171,6 +183,19 @@ def test_validate_without_source_refuses_when_the_snapshot_is_gone(
     assert {p: p.read_bytes() for p in snapshot_run.rglob("*") if p.is_file()} == files
 
 
+def test_ground_from_a_snapshot_says_it_only_read_the_articles_there(
+    snapshot_run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    snapshot = snapshot_run.parent / "snapshot"
+    files = {p: p.read_bytes() for p in snapshot.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    assert main(["--out", str(snapshot_run), "--stage", "ground"]) == 0
+    out = capsys.readouterr().out
+    assert (f"  -> {snapshot_run / 'articles.jsonl'} (the articles read from "
+            f"{articles_dir(snapshot)}, nothing written there)") in out
+    assert {p: p.read_bytes() for p in snapshot.rglob("*") if p.is_file()} == files
+
+
 def test_a_validate_refused_for_shrinking_the_dataset_writes_nothing(
     snapshot_run: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -181,3 +206,43 @@ def test_a_validate_refused_for_shrinking_the_dataset_writes_nothing(
                  "--min-question-words", "1", "--max-question-words", "2"]) == 1
     assert "nothing was written" in capsys.readouterr().err
     assert {p: p.read_bytes() for p in snapshot_run.rglob("*") if p.is_file()} == files
+
+
+def test_the_embedded_model_starts_only_for_a_call_the_cache_cannot_answer(
+    servers, tmp_path: Path
+) -> None:
+    """A re-run served from the cache and a run with --limit 0 never load the embedded model
+    (its models folder holds a file that is no model: loading it would fail); -q leaves no INFO
+    line; --limit 0 says it has nothing to do."""
+    _, llm = servers
+    small = "smollm2-135m-instruct-q4_1"
+    run = tmp_path / "run"
+    common = ["--cutoff", "2023-04", "--until", "2023-12-31", "--source", str(SAMPLE),
+              "--prompts", "paper", "--limit", "3", "-q"]
+    # the scripted model answers under the embedded model's name: the same cache keys
+    assert main(["--out", str(run), *common, "--base-url", llm.base_url, "--model", small]) == 0
+    models = tmp_path / "models"
+    models.mkdir()
+    fake = models / REGISTRY[small].filename
+    fake.write_bytes(b"not a model")
+    (models / f"{fake.name}.sha256").write_text(f"{REGISTRY[small].sha256} {fake.stat().st_size}")
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
+    env["CUQA_MODELS_DIR"] = str(models)
+
+    def build(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "cuqa_builder.cli.build", *argv,
+                               "--llm", f"local:{small}"], capture_output=True, text=True,
+                              env=env, timeout=300)
+
+    calls = llm.calls
+    again = build("--out", str(run), *common)
+    assert again.returncode == 0, again.stderr
+    assert "LLM smollm2-135m-instruct-q4_1: 0 calls" in again.stdout
+    nothing = build("--out", str(tmp_path / "none"), *common[:-3], "--limit", "0", "-q")
+    assert nothing.returncode == 0, nothing.stderr
+    assert nothing.stdout.startswith("events: ") and "generate: nothing to do: --limit 0 " \
+        "takes no event" in nothing.stdout
+    for done in (again, nothing):
+        assert "served at" not in done.stderr and "INFO" not in done.stderr, done.stderr
+    assert llm.calls == calls

@@ -28,6 +28,7 @@ from cuqa_builder.stages.registry import STAGES, MissingInputError, producer_of,
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events
 from cuqa_builder.testing.openai_server import Reply, ScriptedLLM
 from cuqa_builder.window import Window
+from tests.conftest import artifacts_folder
 from tests.test_events_stage import many_days
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,6 +77,24 @@ def test_a_bad_flag_is_a_usage_error(prog: str, capsys: pytest.CaptureFixture[st
     assert err.splitlines()[-1].startswith(prog)
 
 
+def test_the_usage_line_names_diff(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build.main(["--help"])
+    usage = capsys.readouterr().out.split("\n\n", 1)[0]
+    assert usage.startswith("usage: cuqa-build [-h]")
+    assert usage.splitlines()[-1] == "       cuqa-build diff OLD NEW"
+
+
+def test_test_artifacts_go_to_the_user_s_own_cache(monkeypatch: pytest.MonkeyPatch,
+                                                   tmp_path: Path) -> None:
+    monkeypatch.delenv("CUQA_TEST_ARTIFACTS", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    assert artifacts_folder() == tmp_path / "home" / ".cache" / "cuqa-builder" / "test-artifacts"
+    monkeypatch.setenv("CUQA_TEST_ARTIFACTS", str(tmp_path / "shots"))
+    assert artifacts_folder() == tmp_path / "shots"
+
+
 def missing_inputs(tmp_path: Path) -> dict[str, list[str]]:
     gone = tmp_path / "absent"
     return {
@@ -95,6 +114,36 @@ def test_a_missing_input_is_one_line_and_exit_1(
     assert CLIS[prog](missing_inputs(tmp_path)[prog]) == 1
     line = one_error_line(capsys, prog)
     assert "absent" in line or "events.jsonl is missing: run the events stage first" in line
+
+
+@pytest.mark.parametrize(("argv", "code", "message"), [
+    # the missing input is named before a new run's missing --cutoff
+    (["--stage", "validate"], 1, "{out}/candidates.jsonl is missing: run the generate stage "
+     "first"),
+    (["--stage", "release", "--cutoff", "2023-04", "--name", "r"], 1,
+     "{out}/cuqa.jsonl is missing: run the validate stage first"),
+    (["--cutoff", "2023-04", "--source", "{gone}"], 1, "snapshot directory {gone} does not "
+     "exist"),
+    (["--stage", "release", "--cutoff", "2023-04"], 2,
+     "the release stage needs --name NAME (it writes OUTPUT_ROOT/NAME/)"),
+    (["--stage", "release", "--cutoff", "2023-04", "--name", "../escape"], 2,
+     "argument --name: '../escape': use letters, digits, '.', '_' and '-' only"),
+])
+def test_a_refused_command_names_the_problem_and_leaves_no_run_behind(
+    argv: list[str], code: int, message: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Nothing written: no run.json, no lock file, not even the new directory."""
+    out, gone = tmp_path / "new-run", tmp_path / "no-snapshot"
+    argv = [arg.format(gone=gone) for arg in argv]
+    try:
+        status = build.main(["--out", str(out), *argv, "-q"])
+    except SystemExit as exit_:  # argparse's usage errors exit from inside
+        status = exit_.code
+    assert status == code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == f"cuqa-build: error: {message.format(out=out, gone=gone)}"
+    assert not out.exists()
 
 
 def test_every_stage_input_names_the_stage_that_makes_it(tmp_path: Path) -> None:
@@ -141,7 +190,7 @@ def test_ctrl_c_is_exit_130_with_how_to_resume(
     # Each command interrupted where it does its work.
     if prog == "cuqa-build":
         monkeypatch.setattr(build, "run_stage", interrupt)
-        argv = ["--out", str(tmp_path / "r"), "--cutoff", "2023-04", "--stage", "release"]
+        argv = ["--out", str(tmp_path / "r"), "--cutoff", "2023-04", "--stage", "fetch"]
     elif prog == "cuqa-eval":
         monkeypatch.setitem(evaluate.COMMANDS, "report", interrupt_async)
         argv = ["report", str(tmp_path), "--out", str(tmp_path / "r.md")]

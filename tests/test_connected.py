@@ -21,6 +21,7 @@ from cuqa_builder.generation.connected import (
     _bridge,
     about_the_event,
     property_check,
+    unknown_question,
 )
 from cuqa_builder.generation.structural import describe_from_parse
 from cuqa_builder.grounding.article_text import article_text
@@ -369,6 +370,56 @@ def test_the_templated_known_hop_names_the_bridge_as_its_article_does() -> None:
      "the company that Nippon Steel agrees to buy for $14.1 billion, in August 2023"),
     ("ISRO's lander touches down near the Moon's south pole, making India the first country to "
      "land there.", "India", "country", None),  # a small clause: no verb's subject or object
+    # the object of a verb: that verb in the passive, its subject the agent
+    ("Bernardo Arévalo of the Semilla movement wins the presidential runoff in Guatemala, "
+     "defeating former first lady Sandra Torres.", "Sandra Torres", "person",
+     "the person defeated by Bernardo Arévalo of the Semilla movement in Guatemala, in August "
+     "2023"),
+    ("Recep Tayyip Erdoğan defeats Kemal Kılıçdaroğlu in the runoff and is re-elected President "
+     "of Turkey.", "Kemal Kılıçdaroğlu", "person",
+     "the person defeated by Recep Tayyip Erdoğan in the runoff, in August 2023"),
+    ("Spain beats England 1–0 in the final in Sydney to win the FIFA Women's World Cup for the "
+     "first time.", "FIFA Women's World Cup", "tournament",
+     "the tournament won by Spain for the first time in the final in Sydney, in August 2023"),
+    # what was only agreed keeps its relative clause
+    ("Nippon Steel agrees to buy U.S. Steel for $14.1 billion.", "U.S. Steel", "company",
+     "the company that Nippon Steel agrees to buy for $14.1 billion, in August 2023"),
+    # a name that opens the sentence keeps its capital
+    ("Spain beats England 1–0 in the final in Sydney.", "Sydney", "city",
+     "the city where Spain beats England 1–0 in the final, in August 2023"),
+    # a pronoun with nothing to refer to, a later sentence that leans on the first, a bridge
+    # that is one of two, a verb the tagger found inside a name ("Spurs")
+    ("Authorities in Greece call it the largest evacuation in the country's history.", "Greece",
+     "country", None),
+    ("Wildfires spread on Rhodes. Authorities in Greece call it the largest evacuation in the "
+     "country's history.", "Greece", "country", None),
+    ("Luisa González of the Citizen Revolution Movement and businessman Daniel Noboa advance to "
+     "a runoff in the snap presidential election in Ecuador.", "Luisa González", "person", None),
+    ("The San Antonio Spurs select French center Victor Wembanyama with the first overall pick "
+     "of the draft.", "Victor Wembanyama", "person", None),
+    # the subject's verb with its auxiliary, without a coordinated clause of another subject
+    ("Former mayor Clara Brugada of Morena is elected head of government of Mexico City, and "
+     "the quick count suggests a large majority for her allies.", "Clara Brugada", "person",
+     "the person who is elected head of government of Mexico City, in August 2023"),
+    ("Francesco Bagnaia wins at the Mugello Circuit for the third year running, and his "
+     "teammate Enea Bastianini finishes second.", "Francesco Bagnaia", "person",
+     "the person who wins at the Mugello Circuit for the third year running, in August 2023"),
+    # an acronym and a name that end in capitals or "s" keep them
+    ("OPEC+ ministers meeting in Riyadh agree to keep their output cut until the end of 2025.",
+     "Riyadh", "city", "the city where OPEC+ ministers meeting agree to keep their output cut "
+     "until the end of 2025, in August 2023"),
+    ("Harris concedes in a speech at Howard University in Washington.", "Washington", "city",
+     "the city where Harris concedes in a speech at Howard University, in August 2023"),
+    # a place in a clause that opens the sentence, an infinitive's subject, a list of events, a
+    # region the cut would leave behind
+    ("Making a surprise visit to Singapore, President Volodymyr Zelenskyy asks Asian leaders to "
+     "attend the peace summit.", "Singapore", "city", None),
+    ("Zelenskyy accuses China of helping Russia to discourage countries from attending the "
+     "summit.", "Russia", "country", None),
+    ("Matchday 4: Inter Milan beat Arsenal 1–0 at San Siro; Barcelona win 5–2 at Red Star "
+     "Belgrade.", "San Siro", "stadium", None),
+    ("Ukrainian drones strike an arsenal near Toropets, Tver Oblast, setting off explosions.",
+     "Toropets", "town", None),
 ])
 def test_a_description_from_the_parse_keeps_the_event_s_words(
     text: str, bridge: str, kind: str, described: str | None
@@ -377,6 +428,19 @@ def test_a_description_from_the_parse_keeps_the_event_s_words(
     tokens = parse_tokens(text, "en_core_web_sm")
     assert describe_from_parse(tokens, start, start + len(bridge), kind, "August 2023") == (
         described)
+
+
+@pytest.mark.parametrize(("kind", "description", "question"), [
+    ("islands", "the islands where wildfires destroy most of the town of Lahaina, in August 2023",
+     "What are the islands where wildfires destroy most of the town of Lahaina, in August 2023?"),
+    ("person", "the person defeated by Bernardo Arévalo in Guatemala, in August 2023",
+     "Who is the person defeated by Bernardo Arévalo in Guatemala, in August 2023?"),
+    ("political party", "the political party that wins the most seats, in May 2023",
+     "What is the political party that wins the most seats, in May 2023?"),
+])
+def test_the_unknown_question_agrees_with_the_kind(kind: str, description: str,
+                                                   question: str) -> None:
+    assert unknown_question(kind, description) == question
 
 
 def test_a_resumed_run_keeps_its_recipe_and_another_is_refused(tmp_path: Path) -> None:

@@ -6,15 +6,19 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from cuqa_builder.cli.build import main as build
 from cuqa_builder.cli.evaluate import main as evaluate
 from cuqa_builder.jsonio import write_jsonl
+from cuqa_builder.llm.local import record_speed
 from cuqa_builder.llm.prices import PriceTable
+from cuqa_builder.llm.types import SpeedSums
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events
-from cuqa_builder.testing.openai_server import ScriptedLLM
+from cuqa_builder.testing.openai_server import Reply, ScriptedLLM, last_user_message
+from tests.test_connected import SAMPLE, ConnectedResponder
 
 EVENTS = 100
 
@@ -154,3 +158,85 @@ def test_the_estimate_counts_the_requests_of_looking_articles_up(
     assert build([*args, "--stage", "generate", "--source", str(tmp_path)]) == 0
     assert f"articles: read from {tmp_path / 'articles'}, no MediaWiki request" in \
         capsys.readouterr().out
+
+
+class NamesTheBridgeFirst(ConnectedResponder):
+    """The first description asked of each bridge names it (refused): each is asked twice."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first_seed: dict[str, int] = {}
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        prompt = last_user_message(body)
+        asked = prompt.split("\n\nYour previous reply was refused", 1)[0]
+        listed = re.search(r"Named things in this news:\n- (.+)", prompt)
+        if listed and self.first_seed.setdefault(asked, body["seed"]) == body["seed"]:
+            return Reply(text=f"Named thing: {listed[1]}\nDescription: The {listed[1]}")
+        return super().__call__(body)
+
+
+def test_the_estimate_counts_the_repairs_a_pilot_measured(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """After a pilot of 8 events the estimate for the other 24 plans each step as often as the
+    pilot asked it (two descriptions an event, and the other bridges tried): within 15 % of the
+    calls the run then makes (one description an event was planned before)."""
+    def connected(*extra: str) -> int:
+        return build(["--cutoff", "2023-04", "--until", "2023-12-31", "--source", str(SAMPLE),
+                      "--out", str(tmp_path), "--stage", "generate", "-q", "--base-url",
+                      llm.base_url, "--model", "scripted", *extra])
+
+    with ScriptedLLM(NamesTheBridgeFirst()) as llm:
+        assert connected("--stage", "events") == 0
+        assert connected("--limit", "8") == 0  # the pilot
+        capsys.readouterr()
+        assert connected("--estimate") == 0
+        estimate = capsys.readouterr().out
+        calls = llm.calls
+        assert connected() == 0
+        spent = llm.calls - calls
+    assert "each step planned as many times per event as the run's 8 events took" in estimate
+    described = re.search(r"^\s+ChooseBridge\s+([\d,]+)", estimate, re.MULTILINE)
+    assert described is not None and int(described[1]) == 2 * 24
+    assert abs(_totals(estimate)[0] - spent) <= 0.15 * spent, (estimate, spent)
+
+
+def test_a_speed_fit_recovers_the_seconds_per_token() -> None:
+    sums = SpeedSums()
+    for prompt, output in ((300, 10), (70, 3), (120, 6), (900, 40), (250, 120)):
+        sums.add(prompt, output, 0.01 * prompt + 0.4 * output)
+    speed = sums.fit()
+    assert speed is not None and speed.calls == 5
+    assert speed.per_prompt_token == pytest.approx(0.01)
+    assert speed.per_output_token == pytest.approx(0.4)
+    only_output = SpeedSums()
+    for output in (5, 10, 20):  # times that fall as prompts grow: no prompt rate below 0
+        only_output.add(1000 - 40 * output, output, 0.5 * output)
+    fitted = only_output.fit()
+    assert fitted is not None and fitted.per_prompt_token >= 0 and fitted.per_output_token > 0
+
+
+def test_the_embedded_model_s_time_comes_from_its_speed_on_this_machine(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`cuqa-eval --estimate` on the embedded model, before its run's cache knows it: the time
+    is the calls' tokens at the speed its earlier runs measured here (prompt tokens count: a
+    call of 1,000 prompt tokens is 10 s at 100 tokens/s), not a flat default."""
+    monkeypatch.setenv("CUQA_MODELS_DIR", str(tmp_path / "models"))
+    model = "smollm2-135m-instruct-q4_1"
+    measured = SpeedSums()
+    for prompt, output in ((300, 10), (70, 3), (900, 40), (250, 120), (600, 8)):
+        measured.add(prompt, output, 0.01 * prompt + 0.4 * output)
+    record_speed(model, measured)
+    data = tmp_path / "q.jsonl"
+    data.write_text("".join(json.dumps({"question": f"Who led council {i}?", "answers": ["Ana"]})
+                            + "\n" for i in range(6)))
+    assert evaluate(["--data", str(data), "--method", "direct", "--out", str(tmp_path / "e"),
+                     "--llm", f"local:{model}", "--concurrency", "1", "--estimate"]) == 0
+    text = capsys.readouterr().out
+    assert "its time from 5 timed calls (100 prompt and 2 output tokens/s a call)" in text
+    _, tokens_in, tokens_out = _totals(text)
+    shown = re.search(r"time: about (\d+) s live \(bound by concurrency 1\)", text)
+    assert shown is not None
+    assert int(shown[1]) == pytest.approx(0.01 * tokens_in + 0.4 * tokens_out, abs=1)

@@ -187,9 +187,9 @@ def test_missing_source_directory_fails_with_one_line(tmp_path, capsys):
     assert build_events(tmp_path / "out", "2023-04", source=tmp_path / "nowhere") == 1
     err = capsys.readouterr().err
     assert err.strip().splitlines() == [
-        "cuqa-build: error: events failed: "
-        f"snapshot directory {tmp_path / 'nowhere'} does not exist"
+        f"cuqa-build: error: snapshot directory {tmp_path / 'nowhere'} does not exist"
     ]
+    assert not (tmp_path / "out").exists()  # refused before anything was written
 
 
 def test_rerun_writes_the_same_file(tmp_path):

@@ -300,9 +300,10 @@ def test_the_seed_is_recorded_with_the_first_candidate(tmp_path: Path, capsys) -
     """Issue 20: the events stage recorded `"seed": 0` before any candidate existed, and
     generate --seed 21 was then refused. The seed is generation's; a resume keeps it, and only
     candidates of another seed refuse a new one."""
+    (tmp_path / "empty-snapshot").mkdir()
     events = ["--out", str(tmp_path), "--cutoff", "2023-04", "--until", "2026-12-31",
-              "--stage", "events", "--source", str(tmp_path / "no-snapshot"), "-q"]
-    main(events)  # fails (no snapshot), as a stage that writes no candidate
+              "--stage", "events", "--source", str(tmp_path / "empty-snapshot"), "-q"]
+    main(events)  # fails (no page in the snapshot), as a stage that writes no candidate
     assert "seed" not in json.loads((tmp_path / "run.json").read_text())
     write_events(tmp_path, make_events(3))
     with ScriptedLLM(AlgorithmResponder()) as llm:

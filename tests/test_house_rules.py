@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import ast
 import re
+import shutil
+import subprocess
 from pathlib import Path
+
+import pytest
 
 from cuqa_builder.stages.registry import STAGES, markdown_table
 
@@ -102,3 +106,24 @@ def test_only_the_html_reader_imports_lxml() -> None:
         if any(name == "lxml" or name.startswith("lxml.") for name in imported_names(path))
     }
     assert importers == {"wiki/html.py"}
+
+
+def test_following_the_readme_leaves_the_checkout_clean() -> None:
+    """Every folder a command of the README writes into (`--out`, `--batch-files`, a release's
+    `output/NAME/`) is ignored by git, so a newcomer's checkout shows nothing untracked."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    commands = [line for block in re.findall(r"```bash\n(.*?)```", readme, re.S)
+                for line in block.replace("\\\n", " ").splitlines() if "--estimate" not in line]
+    written = {path for line in commands
+               for path in re.findall(r"--(?:out|batch-files)\s+(\S+)", line)}
+    written |= {f"output/{name.strip(chr(34))}" for line in commands
+                for name in re.findall(r"--name\s+(\S+)", line)}
+    assert {"runs/sample", "evals/table1", "probes/gpt-4o", "rounds", "output/cuqa-2023-04"} \
+        <= written
+    for path in sorted(written):
+        ignored = subprocess.run(["git", "check-ignore", "-q", path], cwd=ROOT)
+        assert ignored.returncode == 0, f"{path} would show as untracked"
+    tracked = subprocess.run(["git", "check-ignore", "-q", "output/README.md"], cwd=ROOT)
+    assert tracked.returncode == 1  # the folder's own README stays in the repository

@@ -17,7 +17,13 @@ import pytest
 from cuqa_builder.cli.evaluate import main as evaluate_main
 from cuqa_builder.jsonio import write_jsonl
 from cuqa_builder.llm.gateway import open_gateway
-from cuqa_builder.llm.local import REGISTRY, LocalServer, installed_path
+from cuqa_builder.llm.local import (
+    REGISTRY,
+    SERVERS,
+    LocalServer,
+    installed_path,
+    machine_speed,
+)
 from cuqa_builder.llm.settings import LLMSettings
 from cuqa_builder.llm.types import ChatRequest, ChatResult, GatewayStats
 from cuqa_builder.records import Event, EventSource
@@ -73,6 +79,35 @@ def test_the_server_listens_on_loopback_and_stops_on_close(
             assert response.status == 200
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(f"{url}/models", timeout=2)
+
+
+def test_the_model_loads_with_the_first_uncached_call_and_stays_for_the_next_stage(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A gateway whose calls the cache answers never loads the model; the first one that asks
+    it does, and the next stage's gateway (same settings) finds it running."""
+    SERVERS.close_all()
+    settings = LLMSettings(local=SMALL, cache_path=tmp_path / "c.sqlite", concurrency=1,
+                           threads=1)
+
+    def ask(question: str) -> GatewayStats:
+        request = ChatRequest(messages=[{"role": "user", "content": question}],
+                              temperature=0.0, max_tokens=4, seed=1)
+
+        async def stage() -> GatewayStats:
+            async with open_gateway(settings) as gw:
+                await gw.chat(request)
+                return gw.stats
+
+        return asyncio.run(stage())
+
+    timed = machine_speed(SMALL).calls
+    with caplog.at_level(logging.INFO):
+        assert ask("Say yes.").calls == 1
+        assert ask("Say yes.").cache_hits == 1  # cached: nothing to load
+        assert ask("Say no.").calls == 1  # the next stage: the running model answers
+    assert sum("served at" in message for message in caplog.messages) == 1
+    assert machine_speed(SMALL).calls == timed + 2  # its speed here, for the next --estimate
 
 
 def test_a_real_completion_with_logprobs_through_the_gateway(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -14,7 +15,8 @@ from cuqa_builder.dataset import DatasetError
 from cuqa_builder.jsonio import atomic_write_json, write_jsonl
 from cuqa_builder.records import CheckFailure, CuqaItem, Event, EventSource, Review, Validation
 from cuqa_builder.review_report import ReviewReport
-from cuqa_builder.run import save_run_info
+from cuqa_builder.run import Manifest, ValidationInfo, save_run_info
+from cuqa_builder.validation.limits import Limits
 from tests.validation_samples import aab, abc, hard
 
 NAME = "cuqa-test-2023-04"
@@ -158,8 +160,12 @@ def test_the_card_body_tells_what_how_and_under_which_licence(folder: Path) -> N
         "Generator model(s): `scripted-generator`",
         f"| `merge_questions` | `{'b' * 16}` |",
         "Random seed: 0",
-        "[Portal:Current events/2023 October 2](https://en.wikipedia.org/w/index.php?title="
+        "Events come from 3 Wikipedia pages (year articles and Current events pages), at these "
+        "revisions:",
+        "[Portal:Current events/2023 October 2](http://127.0.0.1:9/w/index.php?title="
         "Portal:Current_events/2023_October_2&oldid=1003)",
+        "with every intermediate step kept, by Algorithm 1 of the Self-DC paper, with the "
+        "prompts of its Tables 5-9 (`--prompts paper`).",
         "`cuqa-build --revisions manifest.json`",
         "| accept rate | 75% |",
         "| agreement (multi-annotated tasks) | 0.88 over 4 |",
@@ -215,13 +221,53 @@ def test_the_card_counts_released_items_that_failed_a_check(run: Path, tmp_path:
     assert release(run, tmp_path / "output", "--name", NAME) == 0
     folder = tmp_path / "output" / NAME
     assert json.loads((folder / "stats.json").read_text())["failed_automatic_checks"] == 1
-    assert "1 released items failed a check or probe and are kept because reviewers accepted " \
+    assert "1 released items failed a check and are kept because reviewers accepted " \
         "them" in card_parts(folder)[1]
 
     write_jsonl(run / "candidates.jsonl",
                 [make(validation=Validation(passed=True)) for make in (aab, abc, hard)])
     assert release(run, tmp_path / "output", "--name", NAME) == 0
+    body = card_parts(folder)[1]
+    assert "No probe model was used.\nEvery released item passed every check.\n" in body
+
+    save_run_info(run, validation=ValidationInfo(limits=Limits(), probe_model="target-m",
+                                                 prompts={"probe_closed_book": "c" * 64}))
+    assert release(run, tmp_path / "output", "--name", NAME) == 0
     assert "Every released item passed every check and probe." in card_parts(folder)[1]
+
+
+def test_a_card_from_a_snapshot_links_no_revision_and_says_what_it_was_built_by(
+    run: Path, tmp_path: Path
+) -> None:
+    """A snapshot's revision ids are unchecked (the example's are 1, 2, ...): listed, never
+    linked; the manifest names no wiki and no fetch; the connected recipe is named as such."""
+    item = abc().to_item()
+    connected = item.model_copy(update={"generator": item.generator.model_copy(
+        update={"recipe": "connected"})})
+    write_jsonl(run / "cuqa.jsonl", [connected])
+    manifest = Manifest(api=None, fetched=None, snapshot="examples/wiki-sample",
+                        pages={connected.event.source_title: 1})
+    atomic_write_json(run / "manifest.json", manifest.model_dump())
+    assert release(run, tmp_path / "output", "--name", NAME) == 0
+    body = card_parts(tmp_path / "output" / NAME)[1]
+    assert ("Events come from 1 page of the local snapshot `examples/wiki-sample` (year "
+            "articles and Current events pages in Wikipedia's format); its revision ids are not "
+            "checked against Wikipedia, so none is linked:\n\n"
+            f"- {connected.event.source_title} (revision {connected.event.revid})\n") in body
+    assert "oldid" not in body and "Algorithm 1 of the Self-DC paper, with the prompts" not in body
+    assert "--revisions" not in body  # its ids are no Wikipedia revisions to fetch
+    assert "by cuqa-builder's connected recipe (`--prompts connected`), which departs from " \
+           "Algorithm 1" in body
+
+
+def test_a_snapshot_run_s_manifest_names_no_wiki_and_no_fetch(tmp_path: Path) -> None:
+    sample = Path(__file__).resolve().parents[1] / "examples" / "wiki-sample"
+    out = tmp_path / "run"
+    assert main(["--out", str(out), "--cutoff", "2023-04", "--until", "2023-12-31",
+                 "--source", str(sample), "--stage", "events", "-q"]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["api"] is None and manifest["fetched"] is None
+    assert manifest["snapshot"] == str(sample) and manifest["pages"]["2023"] == 1
 
 
 def test_validate_then_release_end_to_end(tmp_path: Path) -> None:
@@ -246,14 +292,16 @@ def test_validate_then_release_end_to_end(tmp_path: Path) -> None:
     ("extra", "message"),
     [
         ((), "the release stage needs --name NAME"),
-        (("--name", "../escape"), "--name '../escape': use letters"),
+        (("--name", "../escape"), "--name: '../escape': use letters"),
     ],
 )
 def test_release_needs_a_plain_name(
     run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: tuple[str, ...],
     message: str,
 ) -> None:
-    assert release(run, tmp_path / "output", *extra) == 1
+    """A usage error, exit 2, as the README promises for a flag that cannot work."""
+    with pytest.raises(SystemExit) if extra else contextlib.nullcontext():
+        assert release(run, tmp_path / "output", *extra) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "output").exists()
 

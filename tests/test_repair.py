@@ -129,6 +129,30 @@ def test_without_repair_the_step_fails_and_a_later_run_with_repair_pays_only_the
     assert len(read_jsonl(tmp_path / "candidates.jsonl", Candidate)) == 4
 
 
+def test_failures_are_counted_by_reason_and_the_summary_says_what_a_retry_takes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Three events fail alike, each naming its own entity: one reason, 3 of 3, in the words of
+    one of them. A re-run answers them from the cache and fails them again, as the summary
+    says; a larger --attempts asks the refused step again."""
+    events = make_events(4)
+    write_jsonl(tmp_path / "events.jsonl", events)
+    leaky = FirstTryLeaks({f"Unknown: {e.text}": "Which body is {answer}?" for e in events[:3]})
+    with ScriptedLLM(leaky) as llm:
+        for _ in range(2):
+            assert _build(tmp_path, llm, "--stage", "generate", "--attempts", "1") == 0
+            summary = capsys.readouterr().out
+            assert "  most common failure: UnknownQuestionGen: the unknown question names its " \
+                   "own answer '" in summary
+            assert "(3 of 3 failures; the same reason for other names)" in summary
+            assert ("(a re-run replays the cached answers and fails them alike: a larger "
+                    "--attempts asks a refused step again, --refresh asks every call anew, "
+                    "another --model or --seed takes another way)") in summary
+        assert "LLM scripted: 0 calls, 6 cache hits" in summary  # the re-run asked nothing
+        assert _build(tmp_path, llm, "--stage", "generate") == 0
+    assert len(read_jsonl(tmp_path / "candidates.jsonl", Candidate)) == 4
+
+
 def test_validate_reports_the_yield_by_branch(tmp_path: Path, capsys) -> None:
     events, leaky = _setup(tmp_path)
     with ScriptedLLM(leaky) as llm:

@@ -179,7 +179,7 @@ def source_links(run: Path) -> SourceLinks:
         return SourceLinks.unverified("a run without a page manifest")
     except (OSError, ValueError):
         return SourceLinks.unverified("a run whose page manifest cannot be read")
-    if manifest.snapshot:
+    if manifest.snapshot or not manifest.api:
         return SourceLinks.unverified(f"the local snapshot {manifest.snapshot}")
     return SourceLinks.fetched(index_url_for(manifest.api), manifest.api)
 

@@ -25,14 +25,22 @@ from cuqa_builder.run import (
     set_aside_candidates,
 )
 from cuqa_builder.run_lock import run_lock
+from cuqa_builder.snapshot import SnapshotError
 from cuqa_builder.stages.options import (
+    RELEASE_NEEDS_NAME,
     BuildOptions,
     GenerateOptions,
     ReleaseOptions,
     SourceOptions,
     ValidateOptions,
 )
-from cuqa_builder.stages.registry import BY_NAME, STAGES, Stage, run_stage
+from cuqa_builder.stages.registry import (
+    BY_NAME,
+    STAGES,
+    Stage,
+    refuse_missing_inputs,
+    run_stage,
+)
 from cuqa_builder.validation.limits import Limits
 from cuqa_builder.window import Window, parse_cutoff, parse_until
 
@@ -96,6 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_flags(checks, ValidateOptions, exclude=["limits"])
     add_flags(checks, Limits)
     add_flags(parser.add_argument_group("release"), ReleaseOptions, exclude=["cutoffs"])
+    # `diff` is a first word argparse does not know of: the usage line names it too.
+    usage = parser.format_usage().removeprefix("usage: ").rstrip()
+    parser.usage = f"{usage}\n       {PROG} {DIFF} OLD NEW"
     return parser
 
 
@@ -211,6 +222,8 @@ def _start_run(
     given = _given_cutoffs(args.cutoff)
     _refuse_earlier_cutoffs(list(given), recorded.cutoff)
     until, extension = _until(args.until, recorded.until)
+    if not record and not options.llm.estimate:  # the flags' values are good: can it start?
+        _refuse_before_writing(args, options)
     window = Window.parse(_run_cutoff(args.out, list(given), recorded.cutoff, args.stage), until)
     for label in given:  # each subset's window must hold days, as the run's does
         Window.parse(label, window.until.isoformat())
@@ -285,6 +298,19 @@ def _change_seed(out: Path, old: int, new: int, reseed: bool, move: bool) -> Non
         f"kept the old candidates as {', '.join(map(str, set_aside))}" if set_aside
         else "no candidates to set aside",
     )
+
+
+def _refuse_before_writing(args: argparse.Namespace, options: BuildOptions) -> None:
+    """What would stop the first stage at once, refused before --out is made or written: a
+    release without --name (a usage error), a --source that is not there, the first stage's
+    missing input (named before anything else, even a new run's missing --cutoff)."""
+    plan = _plan(args.stage, options)
+    if any(stage.name == "release" for stage in plan) and not options.release.name:
+        raise UsageError(RELEASE_NEEDS_NAME)
+    source = options.source.source
+    if source is not None and not source.is_dir():
+        raise SnapshotError(f"snapshot directory {source} does not exist")
+    refuse_missing_inputs(plan[0], args.out, offline=source is not None)
 
 
 class StageFailed(CuqaError):

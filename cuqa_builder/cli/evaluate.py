@@ -110,7 +110,8 @@ def _evaluation_arguments(
     endpoint.add_argument("--judge-api", choices=("chat", "completions"), default="chat",
                           help="the API of --judge-model (default: chat; the paper always "
                           "judges with gpt-3.5-turbo-1106)")
-    parent.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    parent.add_argument("-q", "--quiet", action="store_true",
+                        help="no progress bar and no INFO log lines")
     add_wait_for_lock_flag(parent)
     add_verbosity_flags(parent)
     return parent
@@ -232,7 +233,8 @@ def _add_cutoff_parser(commands: argparse._SubParsersAction) -> None:
     cutoff.add_argument("--out", type=Path, required=True, help="output directory")
     add_flags(cutoff.add_argument_group("probe"), CutoffProbeOptions)
     add_flags(cutoff.add_argument_group("LLM"), LLMOptions)
-    cutoff.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    cutoff.add_argument("-q", "--quiet", action="store_true",
+                        help="no progress bar and no INFO log lines")
     add_wait_for_lock_flag(cutoff)
     add_verbosity_flags(cutoff)
 

@@ -36,9 +36,10 @@ def add_verbosity_flags(parser: argparse.ArgumentParser) -> None:
                         help="debug logging, and tracebacks for errors")
 
 
-def configure_logging(verbose: bool) -> None:
+def configure_logging(verbose: bool, quiet: bool = False) -> None:
+    """Debug with -v; with -q (no progress bars) no INFO lines either: warnings and errors."""
     logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
+        level=logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO,
         format="%(levelname)s %(name)s: %(message)s",
     )
     for name in _CHATTY_LOGGERS:
@@ -50,7 +51,7 @@ def run_command(
 ) -> int:
     """Run `command(args)` and turn its outcome into an exit status and at most one line."""
     verbose = bool(getattr(args, "verbose", False))
-    configure_logging(verbose)
+    configure_logging(verbose, quiet=bool(getattr(args, "quiet", False)))
     young, middle, _ = gc.get_threshold()
     gc.set_threshold(young, middle, _FULL_COLLECTION_AFTER)
     try:

@@ -2,13 +2,21 @@
 
 Each event's draws (seeded, as in a real run) pick its entity and branch, so the first two
 prompts are exactly those the run will send; the later ones hold stand-in text as long as the
-expected passage and questions. A reply with no usable question is asked once more in a real run;
-the plan counts no such repeat.
+expected passage and questions. A step is asked again when its check refuses the reply, and the
+connected recipe tries up to three bridges: once the run's records hold a few events, each step
+is planned as many times per event as they show (`StepRates`), else once per event. With the
+embedded model (structure first) the connected recipe asks nothing: its description comes from
+the parse and its known question from a template.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel
 
 from cuqa_builder.generation.algorithm import (
     KNOWN_EVENTS_GEN,
@@ -28,10 +36,12 @@ from cuqa_builder.generation.connected import (
     PROPERTY_QUESTION,
     ConnectedGenerator,
 )
+from cuqa_builder.jsonio import iter_jsonl
 from cuqa_builder.llm.estimate import CallPlan
 from cuqa_builder.prompts import PromptTemplate, load_prompt
 from cuqa_builder.records import Event, KnownSource
 from cuqa_builder.verification.checker import (
+    CALL_NAMES,
     GUESS_SAMPLING,
     GUESS_TEMPLATE,
     OPEN_BOOK_SAMPLING,
@@ -42,58 +52,149 @@ from cuqa_builder.verification.checker import (
 # a "detailed passage" (its max_tokens is 384).
 QUESTION_TOKENS = 30
 PASSAGE_TOKENS = 300
-# Dependent steps: (unknown question + passage), known question, merge; the checker's three
-# calls, one after another.
-EASY_ROUNDS = 3
-CHECK_ROUNDS = 3
 GUESS_TOKENS, OPEN_BOOK_TOKENS = 25, 20  # five short guesses; three short lines
+# Dependent steps: (unknown question + passage), known question, merge.
+EASY_ROUNDS = 3
+MIN_EVENTS = 5  # records of fewer events say little about a step's repairs
+# With the embedded model (structure first) most events give no candidate: 12 of the 58 events
+# of the two example snapshots did (their bridges' articles lack an infobox relation to ask, or
+# the parse gives no description).
+STRUCTURE_FIRST_MADE = 12 / 58
+
+
+class _Call(BaseModel):
+    function: str
+
+
+class _Steps(BaseModel):
+    calls: list[_Call] = []
+
+
+class _Record(BaseModel):
+    """What counting a record's calls needs of a candidate or a failure (not all of it)."""
+
+    difficulty: str = "easy"
+    intermediates: _Steps | None = None
+    calls: list[_Call] = []  # a failure's
+    sub_items: list[object] = []  # a failed hard item's
+
+
+@dataclass(frozen=True)
+class StepRates:
+    """Calls per event of each step, as the run's records count them: every attempt (refused
+    ones too), the other bridges tried, the events that failed. What a step really costs with
+    this model and recipe."""
+
+    per_event: dict[str, float]
+    events: int
+    made: float = 1.0  # candidates per event (the others failed)
+
+    @classmethod
+    def from_records(cls, candidates: Path, failures: Path) -> StepRates | None:
+        """From `candidates.jsonl` and `generation-failures.jsonl`; None for fewer than
+        `MIN_EVENTS` easy events."""
+        calls: Counter[str] = Counter()
+        events = made = 0
+        for path in (candidates, failures):
+            if not path.exists():
+                continue
+            for record in iter_jsonl(path, _Record):
+                if record.difficulty != "easy" or record.sub_items:
+                    continue
+                events += 1
+                made += record.intermediates is not None
+                asked = record.intermediates.calls if record.intermediates else record.calls
+                calls.update(call.function for call in asked)
+        if events < MIN_EVENTS:
+            return None
+        return cls({step: n / events for step, n in calls.items()}, events, made / events)
+
+    def times(self, function: str) -> float:
+        """Calls per event of a step or a check, by the name its calls are recorded under."""
+        return self.per_event.get(function, 0.0)
 
 
 def _call(plan: CallPlan, templates: dict[str, PromptTemplate], step: Step, max_tokens: int,
-          expected: int, label: str | None = None, **values: str) -> str:
-    """Plan one step's call; returns stand-in text as long as its expected output."""
+          expected: int, label: str | None = None, times: float = 1.0, **values: str) -> str:
+    """Plan one step's call (`times` of it); returns stand-in text as long as its expected
+    output."""
+    if times <= 0:  # a step the event will not ask: nothing planned, text for the next ones
+        out = min(plan.calibration.tokens_out(step.template, expected), max_tokens)
+        return "x" * plan.calibration.chars(out)
     prompt = templates[step.template].render(**values)
     out = plan.add(label or step.function, len(prompt), max_tokens, expected,
-                   template=step.template)
+                   template=step.template, times=times)
     return "x" * plan.calibration.chars(out)
 
 
 def plan_easy(plan: CallPlan, events: Iterable[Event], seed: int,
               templates: dict[str, PromptTemplate], sampling: Sampling,
               recipe: type[Generator] = Generator, known_source: KnownSource = "model",
+              rates: StepRates | None = None, structure_first: bool = False,
               checked: bool = False) -> int:
-    """Plan the recipe for each event (each must have entities); returns how many. `checked`:
-    the connected recipe asks the checker while composing."""
+    """Plan the recipe for each event (each must have entities); returns how many. `rates`:
+    each step's calls per event as measured, else once per event (the drawn branch's).
+    `checked`: the connected recipe asks the checker while composing."""
     if recipe is ConnectedGenerator:
-        return _plan_connected(plan, events, seed, templates, sampling, known_source, checked)
+        count = _plan_connected(plan, events, seed, templates, sampling, known_source, rates,
+                                structure_first, checked)
+    else:
+        count = _plan_paper(plan, events, seed, templates, sampling, rates)
+    plan.rounds = max(plan.rounds, EASY_ROUNDS if count and plan.calls else 0)
+    made = rates.made if rates else STRUCTURE_FIRST_MADE if structure_first else 1.0
+    plan.items += round(count * made)
+    if made < 1:
+        plan.notes.append(f"generate: {made:.0%} of the events give a candidate (" + (
+            f"as in the run's {rates.events} events so far)" if rates else "with the embedded "
+            "model on the example snapshots)"))
+    if rates is not None:
+        plan.notes.append(f"generate: each step planned as many times per event as the run's "
+                          f"{rates.events} events took (refused attempts and other bridges "
+                          "included)")
+    return count
+
+
+def _times(rates: StepRates | None, step: Step, drawn: bool = True) -> float:
+    return rates.times(step.function) if rates is not None else float(drawn)
+
+
+def _plan_paper(plan: CallPlan, events: Iterable[Event], seed: int,
+                templates: dict[str, PromptTemplate], sampling: Sampling,
+                rates: StepRates | None) -> int:
     short, long = sampling.question_max_tokens, sampling.passage_max_tokens
     count = 0
     for event in events:
         draws = draw(seed, event.id, len(event.entities))
         cur = event.entities[draws.cur_index].text
         unknown = _call(plan, templates, UNKNOWN_QUESTION_GEN, short, QUESTION_TOKENS,
+                        times=_times(rates, UNKNOWN_QUESTION_GEN),
                         unknown_event=event.text, unknown_entity=cur)
-        passage = _call(plan, templates, KNOWN_EVENTS_GEN, long, PASSAGE_TOKENS, entity=cur)
-        if draws.aab:
-            known = _call(plan, templates, KNOWN_QUESTION_GEN, short, QUESTION_TOKENS,
-                          known_event=passage, entity=cur)
-        else:  # k_ent comes from the passage: stood in by a name as long as cur_ent
-            known = _call(plan, templates, KNOWN_QUESTION_GEN2, short, QUESTION_TOKENS,
-                          known_passage=passage, unknown_entity=cur, known_entity=cur)
+        passage = _call(plan, templates, KNOWN_EVENTS_GEN, long, PASSAGE_TOKENS,
+                        times=_times(rates, KNOWN_EVENTS_GEN), entity=cur)
+        aab = _call(plan, templates, KNOWN_QUESTION_GEN, short, QUESTION_TOKENS,
+                    times=_times(rates, KNOWN_QUESTION_GEN, draws.aab),
+                    known_event=passage, entity=cur)
+        # k_ent comes from the passage: stood in by a name as long as cur_ent
+        abc = _call(plan, templates, KNOWN_QUESTION_GEN2, short, QUESTION_TOKENS,
+                    times=_times(rates, KNOWN_QUESTION_GEN2, not draws.aab),
+                    known_passage=passage, unknown_entity=cur, known_entity=cur)
+        known = aab if draws.aab else abc
         _call(plan, templates, MERGE_QUESTIONS, short, QUESTION_TOKENS,
-              unknown_question=unknown, known_question=known)
+              times=_times(rates, MERGE_QUESTIONS), unknown_question=unknown,
+              known_question=known)
         count += 1
-    plan.rounds = max(plan.rounds, EASY_ROUNDS if count else 0)
     return count
 
 
 def _plan_connected(plan: CallPlan, events: Iterable[Event], seed: int,
                     templates: dict[str, PromptTemplate], sampling: Sampling,
-                    known_source: KnownSource, checked: bool) -> int:
-    """The connected recipe: a description of the bridge, the passage when the model writes it,
-    then the known question (ABC) or the category (AAB); the merge is no call. `checked`: the
-    checker's three calls follow (two guesses, one answer with the event), for the first
-    bridge; a bridge the checker fails costs the next one's calls too (not planned)."""
+                    known_source: KnownSource, rates: StepRates | None,
+                    structure_first: bool, checked: bool) -> int:
+    """The connected recipe: the bridge chosen and described, the passage when the model writes
+    it, the known question (ABC) or the category (AAB), and with `checked` the checker's three
+    calls (two guesses, one answer with the event); the merge is no call. Without `rates` each
+    is planned once, for the first bridge: a bridge the checker fails costs the next one's calls
+    too. Structure first (the embedded model), none of them."""
     short, long = sampling.question_max_tokens, sampling.passage_max_tokens
     guess, open_book = load_prompt(GUESS_TEMPLATE), load_prompt(OPEN_BOOK_TEMPLATE)
     count = 0
@@ -101,40 +202,49 @@ def _plan_connected(plan: CallPlan, events: Iterable[Event], seed: int,
         pool = ConnectedGenerator.bridge_candidates(event)
         if not pool:
             continue
+        count += 1
+        if structure_first:
+            continue
         draws = draw(seed, event.id, len(pool))
         cur = pool[draws.cur_index].text
         description = _call(plan, templates, CHOOSE_BRIDGE, short, QUESTION_TOKENS,
-                            event=event.text, date=str(event.date), cutoff="",
+                            times=_times(rates, CHOOSE_BRIDGE), event=event.text,
+                            date=str(event.date), cutoff="",
                             bridges="\n".join(f"- {e.text}" for e in pool))
         passage = "x" * plan.calibration.chars(PASSAGE_TOKENS)
         if known_source == "model":
-            passage = _call(plan, templates, KNOWN_PASSAGE, long, PASSAGE_TOKENS, entity=cur,
-                            event=event.text, cutoff="")
-        step = CATEGORY if draws.aab else PROPERTY_QUESTION
-        values = {"bridge": cur, "passage": passage, "cutoff": ""}
-        values |= {} if draws.aab else {"answers": passage[:200], "event": event.text}
-        known = _call(plan, templates, step, short, QUESTION_TOKENS, **values)
+            passage = _call(plan, templates, KNOWN_PASSAGE, long, PASSAGE_TOKENS,
+                            times=_times(rates, KNOWN_PASSAGE), entity=cur, event=event.text,
+                            cutoff="")
+        _call(plan, templates, CATEGORY, short, QUESTION_TOKENS,
+              times=_times(rates, CATEGORY, draws.aab), bridge=cur, passage=passage, cutoff="")
+        question = _call(plan, templates, PROPERTY_QUESTION, short, QUESTION_TOKENS,
+                         times=_times(rates, PROPERTY_QUESTION, not draws.aab), bridge=cur,
+                         passage=passage, cutoff="", answers=passage[:200], event=event.text)
         if checked:
-            question = known + description
-            for asked in (known, question):
-                _call_template(plan, guess, "checker: guesses", GUESS_SAMPLING, GUESS_TOKENS,
-                               question=asked, cutoff="")
-            _call_template(plan, open_book, "checker: with the event", OPEN_BOOK_SAMPLING,
-                           OPEN_BOOK_TOKENS, question=question, event=event.text,
-                           passage=passage, date="", cutoff="")
-        count += 1
-    plan.rounds = max(plan.rounds, (EASY_ROUNDS + CHECK_ROUNDS * checked) if count else 0)
-    if count and checked:
-        plan.notes.append("generate: the checker's calls for the first bridge tried; a bridge "
-                          "it fails costs the next one's calls too (up to 3 bridges)")
+            merged = question + " " + description
+            for asked in (question, merged):
+                _ask_checker(plan, guess, "checker: guesses", GUESS_SAMPLING, GUESS_TOKENS,
+                             _check_times(rates, GUESS_TEMPLATE) / 2, question=asked, cutoff="")
+            _ask_checker(plan, open_book, "checker: with the event", OPEN_BOOK_SAMPLING,
+                         OPEN_BOOK_TOKENS, _check_times(rates, OPEN_BOOK_TEMPLATE),
+                         question=merged, event=event.text, passage=passage, date="", cutoff="")
     return count
 
 
-def _call_template(plan: CallPlan, template: PromptTemplate, label: str,
-                   sampling: dict[str, object], expected: int, **values: str) -> None:
-    prompt = template.render(**values)
-    plan.add(label, len(prompt), int(str(sampling["max_tokens"])), expected,
-             template=template.name)
+def _check_times(rates: StepRates | None, template: str) -> float:
+    """A checker call's times per event (two guesses a bridge, one answer with the event)."""
+    if rates is None:
+        return 2.0 if template == GUESS_TEMPLATE else 1.0
+    return rates.times(CALL_NAMES[template])
+
+
+def _ask_checker(plan: CallPlan, template: PromptTemplate, label: str,
+                 sampling: dict[str, object], expected: int, times: float,
+                 **values: str) -> None:
+    if times > 0:
+        plan.add(label, len(template.render(**values)), int(str(sampling["max_tokens"])),
+                 expected, template=template.name, times=times)
 
 
 def plan_hard(plan: CallPlan, pairs: int, templates: dict[str, PromptTemplate],
@@ -147,3 +257,4 @@ def plan_hard(plan: CallPlan, pairs: int, templates: dict[str, PromptTemplate],
               label="MergeQuestions (hard)", unknown_question=question, known_question=question)
     if pairs:
         plan.rounds += 1
+        plan.items += pairs

@@ -7,6 +7,7 @@ an item takes whether or not its calls were answered from the cache.
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -16,6 +17,44 @@ from cuqa_builder.records import Candidate, GenerationFailure, PromptCall
 
 NO_BRANCH = "none"  # an event that failed before its branch was drawn (no usable bridge)
 _REASON_CHARS = 120  # of the most common refusal, quoted
+# What a reason quotes of its own case: a name, a model's output, a number.
+_PARTICULARS = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\d+(?:[.,]\d+)*")
+
+
+@dataclass
+class Reasons:
+    """Failures (or refused outputs) counted by their reason, what a reason quotes of its own
+    case set aside: "no relation of the infobox of 'Turkey' ..." and "... of 'Wagner Group' ..."
+    are one reason, shown in the words of its first case."""
+
+    counts: Counter[str] = field(default_factory=Counter)
+    examples: dict[str, str] = field(default_factory=dict)
+    varied: set[str] = field(default_factory=set)  # reasons met with other particulars
+
+    def add(self, reason: str, count: int = 1) -> None:
+        key = _PARTICULARS.sub("…", reason)
+        if self.examples.setdefault(key, reason) != reason:
+            self.varied.add(key)
+        self.counts[key] += count
+
+    def merge(self, other: Reasons) -> None:
+        for key, count in other.counts.items():
+            self.add(other.examples[key], count)
+        self.varied |= other.varied
+
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def top(self) -> tuple[str, int, bool]:
+        """The most common reason in its first case's words, how many have it, and whether
+        some of them quote other names or numbers."""
+        (key, count), = self.counts.most_common(1)
+        return self.examples[key], count, key in self.varied
+
+    def most_common(self, what: str = "failures") -> str:
+        example, count, varied = self.top()
+        others = "; the same reason for other names" if varied else ""
+        return f"{example} ({count} of {self.total()} {what}{others})"
 
 
 def item_calls(item: Candidate) -> list[PromptCall]:
@@ -36,12 +75,14 @@ class BranchYield:
     failed_generation: int = 0
     calls: int = 0
     tokens: int = 0
-    refusals: Counter[str] = field(default_factory=Counter)  # "Step: why" -> outputs refused
+    refusals: Reasons = field(default_factory=Reasons)  # "Step: why" of the outputs refused
 
     def add_calls(self, calls: Sequence[PromptCall]) -> None:
         self.calls += len(calls)
         self.tokens += sum(c.prompt_tokens + c.completion_tokens for c in calls)
-        self.refusals.update(f"{c.function}: {c.rejected}" for c in calls if c.rejected)
+        for call in calls:
+            if call.rejected:
+                self.refusals.add(f"{call.function}: {call.rejected}")
 
     def add(self, other: BranchYield) -> None:
         self.items += other.items
@@ -49,7 +90,7 @@ class BranchYield:
         self.failed_generation += other.failed_generation
         self.calls += other.calls
         self.tokens += other.tokens
-        self.refusals += other.refusals
+        self.refusals.merge(other.refusals)
 
     def line(self, name: str) -> str:
         per_call = self.passed / self.calls if self.calls else 0.0
@@ -99,11 +140,13 @@ def stage_line(candidates: Iterable[Candidate], failures: Iterable[GenerationFai
     yields = branch_yields(candidates, failures)
     total = _total(yields)
     made = ", ".join(f"{name} {entry.items}" for name, entry in yields.items() if entry.items)
-    refused = sum(total.refusals.values())
+    refused = total.refusals.total()
     why = ""
     if refused:
-        (reason, count), = total.refusals.most_common(1)
-        why = f", most commonly {shorten(reason, _REASON_CHARS, placeholder='…')} ({count})"
+        reason, count, varied = total.refusals.top()
+        others = "; the same reason for other names" if varied else ""
+        why = (f", most commonly {shorten(reason, _REASON_CHARS, placeholder='…')} "
+               f"({count}{others})")
     return (f"  the stage as a whole: {total.items} candidates ({made or 'none'}), "
             f"{total.failed_generation} failed; {total.calls} calls, {total.tokens} tokens; "
             f"{refused} outputs refused by their step check{why}")

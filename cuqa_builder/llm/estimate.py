@@ -14,9 +14,12 @@ stood in by text of the expected length. Then, offline:
   assumes every call writes its `max_tokens`.
 - **cost** from the price table (`prices.py`), live and through the Batch API.
 - **time** live = calls x latency / concurrency, or the `--rpm`/`--tpm` pace if slower; latency
-  is the cache's mean for the model, else 0.5 s + 20 ms per output token (2 s + 75 ms per token
-  for the embedded CPU model, which has few slots). In batch mode a step waits for the step
-  before it: the number of rounds, each within the provider's 24 h window.
+  is the cache's mean for the model, else 0.5 s + 20 ms per output token. The embedded model
+  runs on this machine's CPU, where a call's time grows with its prompt as well as its output:
+  its latency is seconds per prompt token and per output token, fitted on the cache's timed
+  calls of it, else on its record of timed calls on this machine (`local.machine_speed`, kept
+  by every run), else its speed on 2 cores (10 and 400 ms). In batch mode a step waits
+  for the step before it: the number of rounds, each within the provider's 24 h window.
 
 So a small pilot run (`--limit 20`) before `--estimate` makes the figures the model's own.
 """
@@ -26,15 +29,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cuqa_builder.llm.cache import CallCache, CallSample
+from cuqa_builder.llm.local import machine_speed
 from cuqa_builder.llm.prices import PriceTable
 from cuqa_builder.llm.settings import LLMSettings
-from cuqa_builder.llm.types import GatewayStats
+from cuqa_builder.llm.types import GatewayStats, Speed, SpeedSums
 
 CHARS_PER_TOKEN = 4.0
 MESSAGE_OVERHEAD_TOKENS = 7
 MIN_SAMPLES = 5
 API_LATENCY_S, API_S_PER_TOKEN = 0.5, 0.02
-LOCAL_LATENCY_S, LOCAL_S_PER_TOKEN = 2.0, 0.075
+# The embedded 1.5B model on 2 cores, 4 calls sharing its slots (fitted on the 92 calls of a
+# run on examples/heldout-2023): seconds per prompt token and per output token of one call.
+LOCAL_SPEED = Speed(per_prompt_token=0.010, per_output_token=0.40, calls=0)
 
 
 @dataclass
@@ -47,6 +53,7 @@ class Calibration:
     out_tokens: dict[str, float] = field(default_factory=dict)
     template_ratio: dict[str, float] = field(default_factory=dict)  # chars per token
     latency_s: float | None = None
+    speed: Speed | None = None  # the embedded model's, fitted on timed calls
     samples: int = 0
 
     @classmethod
@@ -70,6 +77,7 @@ class Calibration:
             template_ratio={t: sum(s.prompt_chars for s in v) / sum(s.prompt_tokens for s in v)
                             for t, v in enough.items()},
             latency_s=sum(timed) / len(timed) if timed else None,
+            speed=_timed(answered),
             samples=len(answered),
         )
 
@@ -86,25 +94,38 @@ class Calibration:
         return round(tokens * self.chars_per_token)
 
 
+def _timed(samples: list[CallSample]) -> Speed | None:
+    sums = SpeedSums()
+    for sample in samples:
+        if sample.latency_s > 0:
+            sums.add(sample.prompt_tokens, sample.completion_tokens, sample.latency_s)
+    return sums.fit() if sums.calls >= MIN_SAMPLES else None
+
+
 def calibration(settings: LLMSettings, model: str) -> Calibration:
     """The calibration for `model` from the settings' cache file (defaults without one: none
-    is created)."""
+    is created); for the embedded model, its speed on this machine when the cache has none."""
     path = settings.cache_path
-    if path is None or not path.exists():
-        return Calibration()
-    cache = CallCache(path, read_only=True)
-    try:
-        return Calibration.from_cache(cache, model)
-    finally:
-        cache.close()
+    found = Calibration()
+    if path is not None and path.exists():
+        cache = CallCache(path, read_only=True)
+        try:
+            found = Calibration.from_cache(cache, model)
+        finally:
+            cache.close()
+    if settings.uses_local_model and found.speed is None:
+        measured = machine_speed(model)
+        found.speed = measured.fit() if measured.calls >= MIN_SAMPLES else None
+        found.speed = found.speed or LOCAL_SPEED
+    return found
 
 
 @dataclass
 class StepPlan:
-    calls: int = 0
+    calls: float = 0.0  # expected calls: a step asked again after a refusal counts its share
     tokens_in: float = 0.0
     tokens_out: float = 0.0
-    max_out: int = 0
+    max_out: float = 0.0
 
 
 @dataclass
@@ -116,21 +137,23 @@ class CallPlan:
     steps: dict[str, StepPlan] = field(default_factory=dict)
     rounds: int = 0  # dependent steps: batch rounds
     notes: list[str] = field(default_factory=list)
+    items: int = 0  # what the plan makes, for the stages after it (generation: candidates)
 
     def add(self, step: str, prompt_chars: int, max_tokens: int, expected_out: float,
-            template: str | None = None) -> float:
-        """Plan one call; returns its expected output tokens (for later steps' inputs)."""
+            template: str | None = None, times: float = 1.0) -> float:
+        """Plan one call (`times` of it: a share of an expected retry, or more); returns its
+        expected output tokens (for later steps' inputs)."""
         planned = self.steps.setdefault(step, StepPlan())
         out = self.calibration.tokens_out(template or step, expected_out)
-        planned.calls += 1
-        planned.tokens_in += self.calibration.tokens_in(prompt_chars, template or step)
-        planned.tokens_out += min(out, max_tokens)
-        planned.max_out += max_tokens
+        planned.calls += times
+        planned.tokens_in += times * self.calibration.tokens_in(prompt_chars, template or step)
+        planned.tokens_out += times * min(out, max_tokens)
+        planned.max_out += times * max_tokens
         return min(out, max_tokens)
 
     @property
     def calls(self) -> int:
-        return sum(s.calls for s in self.steps.values())
+        return round(sum(s.calls for s in self.steps.values()))
 
     @property
     def tokens_in(self) -> int:
@@ -141,19 +164,19 @@ class CallPlan:
         return round(sum(s.tokens_out for s in self.steps.values()))
 
 
-def _latency_s(plan: CallPlan, settings: LLMSettings) -> float:
+def _calls_seconds(plan: CallPlan, settings: LLMSettings) -> float:
+    """The plan's calls' latencies added up."""
+    speed = plan.calibration.speed
+    if settings.uses_local_model and speed is not None:
+        return speed.seconds(plan.tokens_in, plan.tokens_out)
     if plan.calibration.latency_s is not None:
-        return plan.calibration.latency_s
-    out_per_call = plan.tokens_out / max(plan.calls, 1)
-    if settings.uses_local_model:
-        return LOCAL_LATENCY_S + LOCAL_S_PER_TOKEN * out_per_call
-    return API_LATENCY_S + API_S_PER_TOKEN * out_per_call
+        return plan.calls * plan.calibration.latency_s
+    return plan.calls * API_LATENCY_S + API_S_PER_TOKEN * plan.tokens_out
 
 
 def live_seconds(plan: CallPlan, settings: LLMSettings, concurrency: int) -> tuple[float, str]:
     """Wall time of the calls made live, and what bounds it."""
-    bounds = [(plan.calls * _latency_s(plan, settings) / concurrency,
-               f"concurrency {concurrency}")]
+    bounds = [(_calls_seconds(plan, settings) / concurrency, f"concurrency {concurrency}")]
     if settings.rpm:
         bounds.append((plan.calls / settings.rpm * 60, f"--rpm {settings.rpm:g}"))
     if settings.tpm:
@@ -179,13 +202,19 @@ def describe(plan: CallPlan, settings: LLMSettings, prices: PriceTable, concurre
               f"no cached calls of this model: {CHARS_PER_TOKEN:g} characters per token and "
               "default output lengths")
     width = max([len("total"), *(len(name) for name in plan.steps)])
+    speed = calibration.speed
+    if settings.uses_local_model and speed is not None:
+        source += "; its time " + (
+            f"from {speed.calls} timed calls" if speed.calls else "at a default speed")
+        source += (f" ({_per_second(speed.per_prompt_token)} prompt and "
+                   f"{_per_second(speed.per_output_token)} output tokens/s a call)")
     lines = [f"model {plan.model} ({source})",
              f"  {'step':<{width}}  {'calls':>9}  {'tokens in':>12}  {'tokens out':>12}  "
              f"{'(at most)':>12}"]
     for name, step in plan.steps.items():
-        lines.append(f"  {name:<{width}}  {step.calls:>9,}  {round(step.tokens_in):>12,}  "
-                     f"{round(step.tokens_out):>12,}  {step.max_out:>12,}")
-    max_out = sum(s.max_out for s in plan.steps.values())
+        lines.append(f"  {name:<{width}}  {round(step.calls):>9,}  {round(step.tokens_in):>12,}  "
+                     f"{round(step.tokens_out):>12,}  {round(step.max_out):>12,}")
+    max_out = round(sum(s.max_out for s in plan.steps.values()))
     lines.append(f"  {'total':<{width}}  {plan.calls:>9,}  {plan.tokens_in:>12,}  "
                  f"{plan.tokens_out:>12,}  {max_out:>12,}")
     price = prices.price(plan.model)
@@ -204,6 +233,10 @@ def describe(plan: CallPlan, settings: LLMSettings, prices: PriceTable, concurre
                  f"{plan.rounds} round(s), each answered within the provider's 24 h window")
     lines += [f"  note: {note}" for note in plan.notes]
     return "\n".join(lines)
+
+
+def _per_second(seconds_per_token: float) -> str:
+    return f"{1 / seconds_per_token:,.0f}" if seconds_per_token > 0 else "any"
 
 
 def compare(plan: CallPlan, stats: GatewayStats) -> str:

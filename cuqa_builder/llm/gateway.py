@@ -43,11 +43,18 @@ from cuqa_builder.llm.cache import (
     request_key,
 )
 from cuqa_builder.llm.client import prompt_request
-from cuqa_builder.llm.local import LocalServer
+from cuqa_builder.llm.local import SERVERS, LocalServer, record_speed
 from cuqa_builder.llm.prices import PriceTable
 from cuqa_builder.llm.ratelimit import RateLimiter, reserved_tokens
 from cuqa_builder.llm.settings import LOCAL_SLOTS_MAX, LLMSettings
-from cuqa_builder.llm.types import ChatRequest, ChatResult, GatewayStats, LLMError, TokenLogprob
+from cuqa_builder.llm.types import (
+    ChatRequest,
+    ChatResult,
+    GatewayStats,
+    LLMError,
+    SpeedSums,
+    TokenLogprob,
+)
 from cuqa_builder.prompts import PromptTemplate
 
 log = logging.getLogger(__name__)
@@ -56,6 +63,7 @@ BACKOFF_BASE_S = 0.5
 BACKOFF_CAP_S = 20.0
 RETRY_AFTER_CAP_S = 60.0
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
+_LOCAL_KEY = "local"  # llama.cpp's server takes any key
 _SECRET_PATTERNS = re.compile(r"(sk-[A-Za-z0-9_\-]{6,}|Bearer\s+\S+|//[^/\s:@]+:[^/\s@]+@)")
 
 
@@ -68,10 +76,43 @@ class _Retryable(Exception):
         self.wait_s = wait_s
 
 
+class LocalEndpoint:
+    """The embedded model's server, started by the first call the cache cannot answer: a
+    re-run served from the cache, or a run with nothing to ask, never waits for the model to
+    load. The server comes from the process's pool, so a later stage finds it running."""
+
+    def __init__(self, server: LocalServer, timeout_s: float) -> None:
+        self._wanted = server
+        self._server: LocalServer | None = None
+        self._client: openai.AsyncOpenAI | None = None
+        self._timeout_s = timeout_s
+        self._starting = asyncio.Lock()
+
+    @property
+    def started(self) -> bool:
+        return self._client is not None
+
+    async def client(self) -> openai.AsyncOpenAI:
+        async with self._starting:
+            if self._client is None:
+                self._server = await asyncio.to_thread(SERVERS.acquire, self._wanted)
+                self._client = openai.AsyncOpenAI(
+                    base_url=self._server.base_url, api_key=_LOCAL_KEY, max_retries=0,
+                    timeout=self._timeout_s,
+                )
+        return self._client
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+        if self._server is not None:
+            SERVERS.release(self._server)
+
+
 class Gateway:
     def __init__(
         self,
-        client: openai.AsyncOpenAI,
+        client: openai.AsyncOpenAI | LocalEndpoint,
         model: str,
         settings: LLMSettings,
         cache: CallCache | None,
@@ -89,6 +130,7 @@ class Gateway:
         self._limiter = RateLimiter(concurrency, settings.rpm, settings.tpm)
         self._rounds: Rounds | None = None  # batch mode: set by open_gateway
         self._stats = GatewayStats()
+        self.speed = SpeedSums()  # the live calls' times, for the embedded model's record
         self._started = time.monotonic()
         # Identical requests made while the first is still running wait for its answer
         # instead of paying for the same call again.
@@ -151,6 +193,7 @@ class Gateway:
         result = _result(body, self.model, latency_s=latency, cached=False)
         result.cost = self._prices.cost(self.model, result.prompt_tokens, result.completion_tokens)
         self._count(result)
+        self.speed.add(result.prompt_tokens, result.completion_tokens, latency)
         if self._cache is not None:
             self._cache.put(CallRow(
                 key=key, model=self.model, canonical_request=canonical, response_json=stored,
@@ -239,15 +282,18 @@ class Gateway:
                 await asyncio.sleep(wait)
 
     async def _attempt(self, request: ChatRequest) -> tuple[dict[str, Any], str, float]:
+        # The embedded model loads before the clock starts: a call's latency is the model's.
+        client = (await self._client.client() if isinstance(self._client, LocalEndpoint)
+                  else self._client)
         started = time.perf_counter()
         try:
             if self._settings.api == "completions":
-                response = await self._client.completions.with_raw_response.create(
+                response = await client.completions.with_raw_response.create(
                     model=self.model, prompt=completion_prompt(request.messages),
                     **_completion_sampling(request),
                 )
             else:
-                response = await self._client.chat.completions.with_raw_response.create(
+                response = await client.chat.completions.with_raw_response.create(
                     model=self.model, messages=request.messages, **_sampling(request)
                 )
             self._limiter.observe(response.headers)
@@ -482,8 +528,6 @@ def _backoff_s(attempt: int, retry_after: float | None) -> float:
 
 
 def _api_key(settings: LLMSettings) -> str:
-    if settings.uses_local_model:
-        return "local"  # llama.cpp's server is started without a key
     if settings.batch_mode == "files":
         return "unused"  # an offline engine answers the files: no endpoint is called
     key = os.environ.get("OPENAI_API_KEY")
@@ -496,36 +540,39 @@ def _api_key(settings: LLMSettings) -> str:
 
 @asynccontextmanager
 async def open_gateway(settings: LLMSettings) -> AsyncIterator[Gateway]:
-    """Open the cache, start the embedded model if selected, and yield a ready gateway."""
+    """Open the cache and yield a ready gateway (the embedded model, if selected, starts with
+    the first call the cache cannot answer)."""
     async with AsyncExitStack() as stack:
         concurrency = settings.concurrency
         if settings.batch_mode == "api" and settings.uses_local_model:
             raise LLMError("the embedded model has no Batch API: give --base-url or "
                            "$OPENAI_API_KEY for --batch, or use --batch-files DIR")
+        client: openai.AsyncOpenAI | LocalEndpoint
+        secret: str | None = None  # llama.cpp's server is started without a key
         if settings.uses_local_model:
             assert settings.local is not None
             concurrency = min(settings.concurrency, LOCAL_SLOTS_MAX)
-            server = LocalServer(settings.local, threads=settings.threads, parallel=concurrency)
-            base_url: str | None = await asyncio.to_thread(server.start)
-            stack.callback(server.close)
+            client = LocalEndpoint(LocalServer(settings.local, threads=settings.threads,
+                                               parallel=concurrency), settings.timeout_s)
             model = settings.local
         elif settings.model:
-            base_url, model = settings.base_url, settings.model
+            model, api_key = settings.model, _api_key(settings)
+            # A placeholder ("none" for a self-hosted endpoint) is no secret to scrub from text.
+            secret = api_key if api_key == os.environ.get("OPENAI_API_KEY") else None
+            client = openai.AsyncOpenAI(base_url=settings.base_url, api_key=api_key,
+                                        max_retries=0, timeout=settings.timeout_s)
         else:
             raise LLMError("no model name: pass --model NAME (the endpoint's model id), "
                            "or use the embedded model with --llm local[:NAME]")
-        api_key = _api_key(settings)
-        client = openai.AsyncOpenAI(
-            base_url=base_url, api_key=api_key, max_retries=0, timeout=settings.timeout_s
-        )
         stack.push_async_callback(client.close)
         cache = None
         if settings.cache_path is not None:
             cache = CallCache(settings.cache_path)
             stack.callback(cache.close)
         prices = PriceTable.load(settings.prices_path)
-        secret = None if settings.uses_local_model else api_key
         gateway = Gateway(client, model, settings, cache, prices, secret, concurrency)
+        if settings.uses_local_model:  # how fast it ran, for the next --estimate
+            stack.callback(record_speed, model, gateway.speed)
         if settings.batched:
             gateway._rounds = _open_rounds(gateway, client, settings, cache)
             stack.push_async_callback(gateway._rounds.close)
@@ -533,7 +580,8 @@ async def open_gateway(settings: LLMSettings) -> AsyncIterator[Gateway]:
 
 
 def _open_rounds(
-    gateway: Gateway, client: openai.AsyncOpenAI, settings: LLMSettings, cache: CallCache | None
+    gateway: Gateway, client: openai.AsyncOpenAI | LocalEndpoint, settings: LLMSettings,
+    cache: CallCache | None,
 ) -> Rounds:
     if cache is None:
         raise LLMError("batch answers are kept in the call cache: drop --no-cache")
@@ -544,7 +592,8 @@ def _open_rounds(
         stats=gateway._stats,
         max_requests=settings.batch_max_requests, max_bytes=settings.batch_max_bytes,
         max_retries=settings.max_retries,
-        service=None if to_files else OpenAIBatches(client, gateway, settings.max_retries),
+        service=None if to_files or isinstance(client, LocalEndpoint)
+        else OpenAIBatches(client, gateway, settings.max_retries),
         directory=settings.batch_dir if to_files else None,
         poll_s=settings.batch_poll_s, progress=settings.progress,
         accept_partial=settings.accept_partial_round,

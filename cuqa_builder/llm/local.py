@@ -11,6 +11,7 @@ exactly as to any remote endpoint.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import logging
 import os
@@ -18,7 +19,9 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import zipfile
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +29,8 @@ from typing import Any
 
 from cuqa_builder.cores import available_cores
 from cuqa_builder.errors import CuqaError
+from cuqa_builder.jsonio import JsonFileError, atomic_write_json, read_model
+from cuqa_builder.llm.types import SpeedSums
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +131,29 @@ def model_path(name: str) -> Path:
 
 def _marker(path: Path) -> Path:
     return path.with_name(path.name + ".sha256")
+
+
+def _speed_path(name: str) -> Path:
+    return models_dir() / f"{registry_model(name).filename}.speed.json"
+
+
+def machine_speed(name: str) -> SpeedSums:
+    """The model's timed calls on this machine so far (none when it never ran here)."""
+    try:
+        return read_model(_speed_path(name), SpeedSums, "a speed record")
+    except JsonFileError:
+        return SpeedSums()
+
+
+def record_speed(name: str, sums: SpeedSums) -> None:
+    """Add a session's timed calls to the model's record on this machine, which `--estimate`
+    reads before a run's own cache holds any (a record that cannot be written is skipped)."""
+    if not sums.calls:
+        return
+    try:
+        atomic_write_json(_speed_path(name), machine_speed(name).merged(sums).model_dump())
+    except OSError as exc:
+        log.debug("speed record of %s not written: %s", name, exc)
 
 
 def installed_path(name: str) -> Path | None:
@@ -309,10 +337,58 @@ class LocalServer:
         # The binding stops its HTTP thread and frees the model when the object is released.
         self._server = None
 
+    @property
+    def settings(self) -> tuple[str, int, int, int]:
+        return self.model.name, self.n_ctx, self.threads, self.parallel
+
     def __enter__(self) -> LocalServer:
         self.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class ServerPool:
+    """The embedded models this process serves, shared by the gateways that use them.
+
+    Loading the 1.5B model takes seconds (a dozen on a busy machine), and each stage of a
+    command opens its own gateway: so a server stays up when its last gateway closes, warm for
+    the next stage with the same settings. A server in use is never closed; an idle one is
+    closed when another is released (one warm model at most) and at exit.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._servers: dict[tuple[str, int, int, int], LocalServer] = {}
+        self._users: Counter[tuple[str, int, int, int]] = Counter()
+        atexit.register(self.close_all)
+
+    def acquire(self, wanted: LocalServer) -> LocalServer:
+        """A started server with `wanted`'s settings (started now if none runs)."""
+        with self._lock:
+            server = self._servers.get(wanted.settings)
+            if server is None:
+                wanted.start()
+                server = self._servers[wanted.settings] = wanted
+            self._users[wanted.settings] += 1
+            return server
+
+    def release(self, server: LocalServer) -> None:
+        """One user fewer; idle servers other than this one are closed."""
+        with self._lock:
+            self._users[server.settings] -= 1
+            for key, other in list(self._servers.items()):
+                if key != server.settings and self._users[key] <= 0:
+                    other.close()
+                    del self._servers[key]
+
+    def close_all(self) -> None:
+        with self._lock:
+            for server in self._servers.values():
+                server.close()
+            self._servers.clear()
+
+
+SERVERS = ServerPool()
 

@@ -56,5 +56,61 @@ class GatewayStats(BaseModel):
     batch_retried_lines: int = 0
 
 
+class Speed(BaseModel):
+    """What a call of a model takes: seconds per prompt token and per output token, each call
+    sharing the server's parallel slots as it did when measured."""
+
+    per_prompt_token: float
+    per_output_token: float
+    calls: int = Field(description="the timed calls it was measured on (0: a default)")
+
+    def seconds(self, tokens_in: float, tokens_out: float) -> float:
+        return tokens_in * self.per_prompt_token + tokens_out * self.per_output_token
+
+
+class SpeedSums(BaseModel):
+    """Timed calls of a model summed as a least-squares fit of latency = a x prompt tokens +
+    b x output tokens needs them (kept per model on this machine: `local.speed_record`)."""
+
+    calls: int = 0
+    pp: float = 0.0  # sum of prompt tokens squared
+    oo: float = 0.0  # output tokens squared
+    po: float = 0.0  # prompt x output tokens
+    pl: float = 0.0  # prompt tokens x latency
+    ol: float = 0.0  # output tokens x latency
+
+    def add(self, prompt_tokens: int, output_tokens: int, latency_s: float) -> None:
+        self.calls += 1
+        self.pp += prompt_tokens * prompt_tokens
+        self.oo += output_tokens * output_tokens
+        self.po += prompt_tokens * output_tokens
+        self.pl += prompt_tokens * latency_s
+        self.ol += output_tokens * latency_s
+
+    def merged(self, other: SpeedSums) -> SpeedSums:
+        return SpeedSums(**{name: getattr(self, name) + getattr(other, name)
+                            for name in SpeedSums.model_fields})
+
+    def fit(self) -> Speed | None:
+        """Both rates by least squares; where one would come out below 0, the other alone
+        (non-negative least squares of two rates). None without a timed call."""
+        det = self.pp * self.oo - self.po * self.po
+        if det > 0:
+            a = (self.pl * self.oo - self.ol * self.po) / det
+            b = (self.ol * self.pp - self.pl * self.po) / det
+            if a >= 0 and b >= 0:
+                return Speed(per_prompt_token=a, per_output_token=b, calls=self.calls)
+            if b < 0:
+                return Speed(per_prompt_token=self.pl / self.pp, per_output_token=0.0,
+                             calls=self.calls)
+        if self.oo > 0:
+            return Speed(per_prompt_token=0.0, per_output_token=self.ol / self.oo,
+                         calls=self.calls)
+        if self.pp > 0:
+            return Speed(per_prompt_token=self.pl / self.pp, per_output_token=0.0,
+                         calls=self.calls)
+        return None
+
+
 class LLMError(CuqaError, RuntimeError):
     """A call that failed for good (retries exhausted, refused, or unusable output)."""

@@ -18,12 +18,6 @@ from cuqa_builder.stages import generate, validate
 from cuqa_builder.stages.registry import Stage
 
 
-def _planned_candidates(plan: CallPlan) -> int:
-    return sum(step.calls for name, step in plan.steps.items()
-               if name in ("UnknownQuestionGen", "ChooseBridge", "DescribeBridge",
-                            "MergeQuestions (hard)"))
-
-
 def _article_requests(ctx: RunContext, names: set[str]) -> str | None:
     """What looking entity articles up costs in MediaWiki requests (ground, and generate with
     `--known-source wiki`), or None when no stage looks any up."""
@@ -51,7 +45,7 @@ def estimate_build(ctx: RunContext, stages: Sequence[Stage]) -> str:
         if ctx.path(EVENTS).exists():
             model = settings.model or settings.local or "(no --model given)"
             plan = generate.estimate(ctx, settings, model)
-            planned = _planned_candidates(plan)
+            planned = plan.items
             plans.append(plan)
         else:
             lines.append("  generate: no events.jsonl yet; run the events stage (it calls no "

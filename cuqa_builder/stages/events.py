@@ -326,10 +326,8 @@ def _record_refresh(ctx: RunContext, previous: list[Event], current: list[Event]
 
 def _save_snapshot_manifest(ctx: RunContext, report: ParseReport) -> None:
     """Which page revisions the snapshot held, so `--revisions` can fetch the same ones."""
-    manifest = Manifest(
-        api=ctx.options.source.wiki_api,
-        fetched=now(),
-        pages=dict(sorted(report.revisions.items())),
+    manifest = Manifest(  # read from disk: no wiki, no fetch
+        api=None, fetched=None, pages=dict(sorted(report.revisions.items())),
         snapshot=str(ctx.options.source.source),
     )
     atomic_write_json(ctx.path(MANIFEST), manifest.model_dump())

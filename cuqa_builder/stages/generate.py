@@ -36,11 +36,11 @@ from cuqa_builder.generation.algorithm import (
     load_templates,
 )
 from cuqa_builder.generation.bridges import RENAMED
-from cuqa_builder.generation.estimate import plan_easy, plan_hard
+from cuqa_builder.generation.estimate import StepRates, plan_easy, plan_hard
 from cuqa_builder.generation.hard import choose_pairs, merge_pair
 from cuqa_builder.generation.recipes import RECIPES
 from cuqa_builder.generation.structural import Token
-from cuqa_builder.generation.yield_report import item_calls, stage_line
+from cuqa_builder.generation.yield_report import Reasons, item_calls, stage_line
 from cuqa_builder.grounding.article_text import article_text
 from cuqa_builder.grounding.articles import ArticleStore, open_article_store
 from cuqa_builder.grounding.keys import entity_key
@@ -56,7 +56,7 @@ from cuqa_builder.llm.batch import describe_batches, describe_files_read
 from cuqa_builder.llm.estimate import CallPlan, calibration, compare
 from cuqa_builder.llm.gateway import Gateway, open_gateway
 from cuqa_builder.llm.settings import LLMSettings, resolve_settings
-from cuqa_builder.llm.types import GatewayStats
+from cuqa_builder.llm.types import GatewayStats, LLMError
 from cuqa_builder.ner import EntityExtractor, parse_tokens
 from cuqa_builder.ner_memo import NerMemo
 from cuqa_builder.records import Candidate, Entity, Event, GenerationFailure
@@ -100,15 +100,27 @@ class Tally:
     articles: str = ""  # --known-source wiki: what the article lookups did
     guesser: str = ""  # --probe-model: its guesses while composing
     set_aside: Counter[str] = field(default_factory=Counter)  # entities no bridge, by reason
-    reasons: Counter[str] = field(default_factory=Counter)  # "step: reason" of each failure
+    reasons: Reasons = field(default_factory=Reasons)  # "step: reason" of each failure
+    unanswered: int = 0  # failures of a call to the endpoint: a re-run asks it again
 
     @property
     def written(self) -> int:
         return self.aab + self.abc + self.hard_written
 
     def most_common_failure(self) -> str:
-        (reason, count), = self.reasons.most_common(1)
-        return f"{reason} ({count} of {sum(self.reasons.values())} failures)"
+        return self.reasons.most_common()
+
+    def retry(self) -> str:
+        """What trying the failures again takes. A re-run asks again only the calls the endpoint
+        did not answer; the answers it gave are cached, so their failures come back alike."""
+        failed = self.reasons.total()
+        if self.unanswered == failed:
+            return "their calls were not answered: the same command asks them again"
+        again = (f"; the {self.unanswered} whose call was not answered are asked again"
+                 if self.unanswered else "")
+        return ("a re-run replays the cached answers and fails them alike: a larger --attempts "
+                "asks a refused step again, --refresh asks every call anew, another --model or "
+                f"--seed takes another way{again}")
 
     def count(self, item: Candidate) -> None:
         calls = item_calls(item)
@@ -288,11 +300,22 @@ class _Writer:
             self.tally.hard_failed += 1
         else:
             self.tally.failed += 1
-        self.tally.reasons[f"{error.step}: {_short(error.reason)}"] += 1
+        self.tally.reasons.add(f"{error.step}: {_short(error.reason)}")
+        self.tally.unanswered += _unanswered(error)
 
     def close(self) -> None:
         self.candidates.close()
         self.failures.close()
+
+
+def _unanswered(error: BaseException) -> bool:
+    """Whether the failure was a call the endpoint did not answer (somewhere in its causes)."""
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, LLMError):
+            return True
+        cause = cause.__cause__
+    return False
 
 
 async def _run_jobs(
@@ -432,9 +455,11 @@ def estimate(ctx: RunContext, settings: LLMSettings, model: str) -> CallPlan:
     recipe = RECIPES[ctx.options.generate.prompts]
     sampling, templates = Sampling(), load_templates(recipe.steps)
     known_source = ctx.options.generate.known_source or recipe.default_known_source
-    checked = not settings.uses_local_model and ctx.options.checks.check_model != "none"
+    rates = StepRates.from_records(ctx.path(CANDIDATES), ctx.path(GENERATION_FAILURES))
+    small = settings.uses_local_model
+    checked = not small and ctx.options.checks.check_model != "none"
     easy = plan_easy(plan, todo(), ctx.options.generate.seed, templates, sampling, recipe,
-                     known_source, checked)
+                     known_source, rates, structure_first=small, checked=checked)
     easy_made = tally.already_done + easy
     pairs = min(max(0, ctx.options.generate.hard - hard_done), easy_made // 2)
     plan_hard(plan, pairs, templates, sampling)
@@ -546,7 +571,7 @@ def _summary(
                      f"{tally.hard_failed} failed")
     if tally.failed or tally.hard_failed:
         lines.append(f"  most common failure: {tally.most_common_failure()}")
-        lines.append(f"  failures: {ctx.path(GENERATION_FAILURES)} (run again to retry them)")
+        lines.append(f"  failures: {ctx.path(GENERATION_FAILURES)} ({tally.retry()})")
     lines.append(f"  repair (--attempts {ctx.options.generate.attempts}): {tally.refused} outputs "
                  f"refused by their step check; {tally.repaired} items written after a retry")
     if tally.articles:
@@ -585,13 +610,16 @@ def run(ctx: RunContext) -> str:
     tally = Tally()
     model, stats, plan = asyncio.run(_run(ctx, tally))
     summary = _summary(ctx, tally, model, stats, time.perf_counter() - started, plan)
+    if ctx.options.generate.limit == 0:
+        summary = ("generate: nothing to do: --limit 0 takes no event (the later stages work "
+                   "on the candidates already made, if any)\n" + summary)
     if ctx.options.llm.batch_files is not None:  # this command made only the last round's part
         summary += "\n" + _whole_stage(ctx, model)
-    if tally.reasons and not tally.written and not tally.already_done:
+    if tally.reasons.total() and not tally.written and not tally.already_done:
         # every item it tried failed and none was made before: say why, exit 1
         raise NothingProducedError(
             f"no candidate could be made: {tally.failed + tally.hard_failed} failed, most "
             f"commonly {tally.most_common_failure()}; details in "
-            f"{ctx.path(GENERATION_FAILURES)}; run the same command to retry"
+            f"{ctx.path(GENERATION_FAILURES)}; {tally.retry()}"
         )
     return summary

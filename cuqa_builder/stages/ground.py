@@ -49,5 +49,7 @@ def run(ctx: RunContext) -> str:
         f"ground: articles at the end of {ctx.window.cutoff} {where} for {len(steps)} easy items\n"
         f"  bridges: {bridges.line()}\n"
         f"  known answers not named by the bridge's article: {known.line()}\n"
-        f"  -> {ctx.path(ARTICLES)}, {store.folder}"
+        f"  -> {ctx.path(ARTICLES)}"
+        + (f" (the articles read from {store.folder}, nothing written there)" if store.source
+           else f", {store.folder}")
     )

@@ -7,10 +7,11 @@ from the fields below) and the stages read nothing else. Kept free of heavy impo
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cuqa_builder.llm.settings import LLMOptions
 from cuqa_builder.validation.limits import Limits
@@ -128,6 +129,10 @@ class ValidateOptions(StageOptions):
     )
 
 
+_RELEASE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # a folder name, never a path
+RELEASE_NEEDS_NAME = "the release stage needs --name NAME (it writes OUTPUT_ROOT/NAME/)"
+
+
 class ReleaseOptions(StageOptions):
     name: str | None = Field(None, description="dataset name: writes OUTPUT_ROOT/NAME/")
     output_root: Path = Field(Path("output"), description="where releases go")
@@ -141,6 +146,13 @@ class ReleaseOptions(StageOptions):
         (), description="the cutoffs of the release's subsets (default: the run's cutoff)"
     )
 
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, name: str | None) -> str | None:
+        if name is not None and not _RELEASE_NAME.match(name):
+            raise ValueError(f"{name!r}: use letters, digits, '.', '_' and '-' only")
+        return name
+
 
 class BuildOptions(StageOptions):
     """Everything one `cuqa-build` invocation was told, stage by stage."""
@@ -151,7 +163,8 @@ class BuildOptions(StageOptions):
     checks: ValidateOptions = Field(default_factory=ValidateOptions)
     release: ReleaseOptions = Field(default_factory=ReleaseOptions)
     quiet: bool = Field(
-        False, description="no progress bars", json_schema_extra={"flag": {"aliases": ("-q",)}}
+        False, description="no progress bars and no INFO log lines (warnings and the "
+        "summaries stay)", json_schema_extra={"flag": {"aliases": ("-q",)}}
     )
     force: bool = Field(
         False, description="let a stage replace its output with an empty or much smaller one "

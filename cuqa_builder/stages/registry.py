@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from cuqa_builder.errors import CuqaError
 from cuqa_builder.run import (
@@ -76,10 +77,11 @@ class Stage:
     writes: tuple[str, ...]
     run: Callable[[RunContext], str]
 
-    def missing_inputs(self, ctx: RunContext) -> list[str]:
-        # The events stage reads --source DIR instead of the run's pages when given one.
-        reads = () if self.name == "events" and ctx.options.source.source else self.reads
-        return [name for name in reads if not ctx.path(name).exists()]
+    def missing_inputs(self, out: Path, offline: bool) -> list[str]:
+        """Its inputs not yet in run directory `out`; `offline`: --source DIR was given, which
+        the events stage reads instead of the run's pages."""
+        reads = () if self.name == "events" and offline else self.reads
+        return [name for name in reads if not (out / name).exists()]
 
 
 STAGES: tuple[Stage, ...] = (
@@ -104,12 +106,17 @@ def producer_of(name: str) -> Stage:
     return next(stage for stage in STAGES if name in stage.writes)
 
 
+def refuse_missing_inputs(stage: Stage, out: Path, offline: bool) -> None:
+    """`MissingInputError` naming the first input of `stage` not in `out` and who makes it."""
+    for name in stage.missing_inputs(out, offline):
+        raise MissingInputError(
+            f"{out / name} is missing: run the {producer_of(name).name} stage first"
+        )
+
+
 def run_stage(stage: Stage, ctx: RunContext) -> str:
     """Run one stage after checking that its inputs exist; returns its summary."""
-    for name in stage.missing_inputs(ctx):
-        raise MissingInputError(
-            f"{ctx.path(name)} is missing: run the {producer_of(name).name} stage first"
-        )
+    refuse_missing_inputs(stage, ctx.out, ctx.options.source.source is not None)
     return stage.run(ctx)
 
 

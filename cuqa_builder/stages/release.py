@@ -29,12 +29,20 @@ from cuqa_builder.dataset_card import (
     SCHEMA,
     STATS,
     CutoffSubset,
+    PageOrigin,
     ReleaseStats,
     ReleaseWindow,
     render_card,
 )
 from cuqa_builder.errors import describe_validation_error
-from cuqa_builder.jsonio import atomic_write_json, atomic_write_text, iter_jsonl, write_jsonl
+from cuqa_builder.jsonio import (
+    JsonFileError,
+    atomic_write_json,
+    atomic_write_text,
+    iter_jsonl,
+    read_model,
+    write_jsonl,
+)
 from cuqa_builder.prompts import PromptError, load_prompt
 from cuqa_builder.records import Candidate, CuqaItem, Event, EventRef
 from cuqa_builder.refresh import event_refs, staleness
@@ -48,6 +56,9 @@ from cuqa_builder.run import (
     RunContext,
     load_run_info,
 )
+from cuqa_builder.stages.events import index_url_for
+from cuqa_builder.stages.fetch import Manifest
+from cuqa_builder.stages.options import RELEASE_NEEDS_NAME
 from cuqa_builder.validation.checks import describe_checks
 from cuqa_builder.validation.limits import Limits
 from cuqa_builder.window import Window
@@ -59,15 +70,12 @@ GROUNDING_SUMMARY = (
 )
 
 NO_CATEGORY = "(none)"  # year-article events carry no portal category
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 def _release_dir(ctx: RunContext) -> Path:
-    name = ctx.options.release.name
+    name = ctx.options.release.name  # its form is checked with the flags
     if not name:
-        raise ValueError("the release stage needs --name NAME (it writes OUTPUT_ROOT/NAME/)")
-    if not _NAME.match(name):
-        raise ValueError(f"--name {name!r}: use letters, digits, '.', '_' and '-' only")
+        raise ValueError(RELEASE_NEEDS_NAME)
     return ctx.options.release.output_root / name
 
 
@@ -154,6 +162,7 @@ def compute_stats(
         by_category=_counts(categories.get(item.event.id, NO_CATEGORY) for item in items),
         by_review_status=_counts(item.review.status for item in items),
         generator_models=sorted({item.generator.model for item in items}),
+        recipes=sorted({item.generator.recipe for item in items}),
         prompts={template: sorted(hashes) for template, hashes in sorted(prompts.items())},
         seed=info.seed,
         validation=info.validation,
@@ -181,6 +190,18 @@ def _prompt_source(template: str, hashes: list[str]) -> str:
 
 
 # --- the stage ----------------------------------------------------------------------------------
+
+
+def page_origin(manifest_path: Path) -> PageOrigin:
+    """Links to the wiki the run fetched its pages from; none for a snapshot's revision ids
+    or a run without a readable manifest."""
+    try:
+        manifest = read_model(manifest_path, Manifest, "a manifest.json")
+    except JsonFileError:
+        return PageOrigin(index_url=None)
+    if manifest.snapshot or not manifest.api:
+        return PageOrigin(index_url=None, snapshot=manifest.snapshot)
+    return PageOrigin(index_url=index_url_for(manifest.api))
 
 
 def _copy_manifest(ctx: RunContext, dest: Path) -> bool:
@@ -281,7 +302,8 @@ def run(ctx: RunContext) -> str:
     atomic_write_json(dest / SCHEMA, CuqaItem.model_json_schema())
     atomic_write_json(dest / STATS, stats.model_dump(mode="json"))
     has_manifest = _copy_manifest(ctx, dest)
-    atomic_write_text(dest / CARD, render_card(stats, has_manifest, prompt_sources(stats)))
+    atomic_write_text(dest / CARD, render_card(stats, has_manifest, prompt_sources(stats),
+                                               page_origin(dest / MANIFEST)))
     return _summary(stats, dest, has_manifest)
 
 
