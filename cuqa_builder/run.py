@@ -45,6 +45,15 @@ class NothingProducedError(CuqaError):
     """A stage had work to do and produced nothing: its summary says why; exit status 1."""
 
 
+class Unfinished(CuqaError):
+    """A stage wrote what it could but could not finish (an endpoint failed for some records):
+    the command shows its summary, then the message; exit status 1."""
+
+    def __init__(self, message: str, summary: str) -> None:
+        super().__init__(message)
+        self.summary = summary
+
+
 class OutputShrinkError(CuqaError):
     """A stage would replace a good output with an empty or much smaller one."""
 

@@ -502,6 +502,68 @@ def test_a_checker_reply_in_a_fenced_json_block_is_read_for_its_answer(tmp_path:
     assert not (run / "cuqa.jsonl").read_text()
 
 
+def _generated_with_the_checker(run: Path, llm: ScriptedLLM) -> list[str]:
+    """A connected run of the sample's first events, generated (its checks asked while
+    composing); the validate command's arguments."""
+    common = ["--cutoff", "2023-04", "--until", "2023-12-31", "--source", str(SAMPLE), "--out",
+              str(run), "--limit", "5", "-q", "--model", "scripted", "--min-question-words", "3",
+              "--base-url", llm.base_url]
+    for stage in ("events", "generate"):
+        made = cuqa_build(*common, "--stage", stage)
+        assert made.returncode == 0, made.stderr
+    (run / "articles.jsonl").unlink()  # no grounding: its verdicts are not tested here
+    return [*common, "--stage", "validate"]
+
+
+def test_checks_turned_off_are_said_to_be_off(tmp_path: Path) -> None:
+    """Fault 11: `--check-model none` says the four checks were turned off, not that there was
+    no generator to default to; nothing is asked."""
+    run = tmp_path / "run"
+    with ScriptedLLM(ConnectedResponder()) as llm:
+        argv = _generated_with_the_checker(run, llm)
+        before = llm.calls
+        done = cuqa_build(*argv, "--check-model", "none")
+        assert llm.calls == before
+    assert done.returncode == 0, done.stderr
+    assert "checker: not asked (--check-model none turned its four checks off)" in done.stdout
+    assert "no generator" not in done.stdout
+
+
+@pytest.mark.parametrize("fault", ["HTTP 500", "not JSON"])
+def test_a_checker_that_cannot_be_asked_is_said_first_and_fails_the_command(
+    tmp_path: Path, fault: str
+) -> None:
+    """Fault 12: another checker model whose endpoint fails (500s, a body that is no JSON): the
+    summary's first line after the count says so, the command exits 1, the verdicts are
+    written (each item failing `checker_error`), and a re-run with a working checker asks only
+    those calls again."""
+    run = tmp_path / "run"
+    responder = ConnectedResponder()
+    with ScriptedLLM(responder) as llm:
+        argv = [*_generated_with_the_checker(run, llm), "--check-model", "checker",
+                "--max-retries", "1"]
+        broken = Reply(status=500, text="upstream down") if fault == "HTTP 500" \
+            else Reply(raw_body=b"<html>not json</html>")
+        llm.responder = lambda body: broken if body["model"] == "checker" else responder(body)
+        failed = cuqa_build(*argv)
+        llm.responder = responder
+        before = llm.calls
+        mended = cuqa_build(*argv)
+        asked_again = llm.calls - before
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    lines = failed.stdout.splitlines()
+    summary = next(i for i, line in enumerate(lines) if "candidates passed" in line)
+    assert "the checker could not be asked about 4 candidates" in lines[summary + 1]
+    assert "nothing passed, most commonly" not in failed.stdout
+    assert failed.stderr.strip().splitlines()[-1] == (  # after the retries' warnings
+        "cuqa-build: error: validate failed: the checker could not be asked about 4 "
+        "candidates: run validate again once it answers")
+    items = read_jsonl(run / CANDIDATES, Candidate)
+    assert mended.returncode == 0, mended.stderr
+    assert asked_again == 3 * len(items)  # the checker's three calls each, once
+    assert all(item.validation is not None and item.validation.connected for item in items)
+
+
 def test_another_known_source_is_refused_and_run_json_left_alone(a_copy: Path) -> None:
     """Fault 8: a run generated with `--known-source wiki`, asked for `model`: refused like
     another recipe, before anything is called or written."""

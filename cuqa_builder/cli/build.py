@@ -17,6 +17,7 @@ from cuqa_builder.llm.settings import LLMOptions
 from cuqa_builder.run import (
     RunContext,
     RunInfo,
+    Unfinished,
     WindowExtension,
     built_from_snapshot,
     has_candidates,
@@ -348,6 +349,9 @@ def main(argv: list[str] | None = None) -> int:
                     summary = run_stage(stage, ctx)
                 except (KeyboardInterrupt, StageFailed, Paused):
                     raise
+                except Unfinished as exc:  # what it did, then why it is not done
+                    print(exc.summary)
+                    raise StageFailed(stage.name, exc) from exc
                 except Exception as exc:
                     raise StageFailed(stage.name, exc) from exc
                 print(summary)

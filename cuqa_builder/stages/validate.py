@@ -18,7 +18,6 @@ from pathlib import Path
 from textwrap import shorten
 from typing import TYPE_CHECKING
 
-from cuqa_builder.errors import CuqaError
 from cuqa_builder.generation.yield_report import yield_lines
 from cuqa_builder.grounding.verdicts import GROUNDING_CHECKS
 from cuqa_builder.jsonio import iter_jsonl, read_jsonl, write_jsonl
@@ -49,6 +48,7 @@ from cuqa_builder.run import (
     LLM_CACHE,
     REVIEW_REPORT,
     RunContext,
+    Unfinished,
     ValidationInfo,
     check_replacement,
     load_run_info,
@@ -113,10 +113,6 @@ async def _probe(
         )
         record_probes(report, indexes, outcomes, gateway.model)
         return gateway.model, prober.judge_name, gateway.stats
-
-
-class CheckerUnanswered(CuqaError):
-    """The checker failed for some candidates: verdicts written, exit status 1."""
 
 
 # Probe answers are "just a few words"; the judge says Yes or No; the checker gives five short
@@ -456,8 +452,9 @@ def run(ctx: RunContext) -> str:
     generation = load_run_info(ctx.out).generation
     summary = _summary(report, len(passed), dataset, extra, yield_lines(validated, failures),
                        generation.known_source if generation else None)
-    if report.failed[CHECKER_ERROR]:  # the verdicts are written; the run is not finished
-        raise CheckerUnanswered(summary)
+    if errors := report.failed[CHECKER_ERROR]:  # the verdicts are written; the run is not done
+        raise Unfinished(f"the checker could not be asked about {errors} candidates: run "
+                         "validate again once it answers", summary)
     return summary
 
 
