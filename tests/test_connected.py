@@ -20,8 +20,11 @@ from cuqa_builder.generation.connected import (
     ConnectedGenerator,
     _bridge,
     about_the_event,
+    choice_check,
+    giveaways,
     property_check,
     unknown_question,
+    without_giveaways,
 )
 from cuqa_builder.generation.structural import describe_from_parse
 from cuqa_builder.grounding.article_text import article_text
@@ -33,6 +36,7 @@ from cuqa_builder.records import (
     Event,
     Evidence,
     GenerationFailure,
+    Link,
     Page,
     PageMeta,
 )
@@ -522,3 +526,43 @@ def test_an_event_with_no_bridge_worth_describing_costs_one_call(tmp_path: Path)
         "ChooseBridge", "no named thing of the news can be described without giving itself away")
     assert len(coronation) == 1 and [c.function for c in failure.calls] == ["ChooseBridge"]
     assert len(read_jsonl(tmp_path / "candidates.jsonl", Candidate)) == 3
+
+
+def _known(title: str, lead: str, kind: str | None = None, links: tuple[str, ...] = ()
+           ) -> KnownArticle:
+    return KnownArticle(passage=lead, links=[Link(title=t, text=t) for t in links], kind=kind,
+                        evidence=Evidence(title=title, revid=1, timestamp="2023-01-01T00:00:00Z"))
+
+
+def test_a_name_that_gives_the_bridge_away_is_refused_or_said_by_its_kind() -> None:
+    """"the town of Lahaina" leads a reader of the cutoff to Maui (Lahaina's article names
+    Maui), "the High Atlas" to Morocco (Morocco's article links it): a strong model's
+    description naming it is refused with the reason; the parse's description says it by its
+    kind. A name unrelated to the bridge stays."""
+    [event] = make_events(1)
+    maui = Entity(text="Maui", label="GPE", wiki_title="Maui")
+    lahaina = Entity(text="Lahaina", label="GPE", wiki_title="Lahaina, Hawaii")
+    hilo = Entity(text="Hilo", label="GPE", wiki_title="Hilo, Hawaii")
+    event = event.model_copy(update={"entities": [maui, lahaina, hilo], "text":
+                                     "Wildfires on Maui destroy most of the town of Lahaina."})
+    known = {"Maui": _known("Maui", "Maui is the second-largest island of Hawaii.", "island"),
+             "Lahaina, Hawaii": _known("Lahaina", "Lahaina is a town on the west coast of Maui.",
+                                       "census-designated place"),
+             "Hilo, Hawaii": _known("Hilo", "Hilo is a town on Hawaii Island.", "town")}
+    described = "the island where wildfires destroy most of the town of Lahaina, in August 2023"
+    assert [e.text for e in giveaways(described, maui, event, known)] == ["Lahaina"]
+    assert without_giveaways(described, [lahaina], known) == (
+        "the island where wildfires destroy most of a town, in August 2023")
+    assert giveaways("the island where fires spread near Hilo in August 2023", maui, event,
+                     known) == []
+    refused = choice_check([maui], event, known)(
+        f"Named thing: Maui\nDescription: {described}")
+    assert refused == "the description names 'Lahaina', which gives 'Maui' away without the news"
+    morocco = Entity(text="Morocco", label="GPE", wiki_title="Morocco")
+    atlas = Entity(text="High Atlas", label="LINK", wiki_title="High Atlas")
+    quake = event.model_copy(update={"entities": [atlas, morocco]})
+    known = {"Morocco": _known("Morocco", "Morocco lies south of Spain.", links=("High Atlas",)),
+             "High Atlas": _known("High Atlas", "A range of peaks.", "mountain range")}
+    struck = "the country where a quake strikes the High Atlas in 2023"
+    assert without_giveaways(struck, giveaways(struck, morocco, quake, known), known) == (
+        "the country where a quake strikes a mountain range in 2023")

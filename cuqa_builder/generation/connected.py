@@ -168,9 +168,10 @@ def description_check(names: list[str], year: int) -> StepCheck:
     return check
 
 
-def choice_check(bridges: list[Entity], year: int) -> StepCheck:
+def choice_check(bridges: list[Entity], event: Event, known: dict[str, KnownArticle]
+                 ) -> StepCheck:
     """The named thing chosen is one of those offered, and its description passes
-    `description_check`."""
+    `description_check` and names nothing that gives it away."""
 
     def check(parsed: str) -> str | None:
         found = two_parts(parsed)
@@ -179,7 +180,12 @@ def choice_check(bridges: list[Entity], year: int) -> StepCheck:
         chosen = chosen_answer(found[0], bridges)
         if chosen is None:
             return f"the named thing {found[0]!r} is not one of those offered"
-        return description_check(names_of(chosen), year)(found[1])
+        if problem := description_check(names_of(chosen), event.date.year)(found[1]):
+            return problem
+        if leaks := giveaways(found[1], chosen, event, known):
+            return (f"the description names {leaks[0].text!r}, which gives {chosen.text!r} "
+                    "away without the news")
+        return None
 
     return check
 
@@ -279,6 +285,64 @@ def about_the_event(entity: Entity, event: Event) -> bool:
     """Whether a named thing is the event itself or named by it. The known hop's answer must
     come from what was known, not from the news."""
     return is_the_event(entity, event) or bool(names_found(event.text, names_of(entity)))
+
+
+# Whatever leads to a name in a description: its own kind ("the town of Lahaina"), a "the".
+_LEAD_TO = r"(?:\bthe\s+(?P<kind>[a-z][\w-]*)\s+of\s+|\bthe\s+)?"
+
+
+def _mentions(article: KnownArticle, entity: Entity) -> bool:
+    """Whether an article's lead names the entity or links its article."""
+    title = entity_key(entity)
+    return (any(link.title.casefold() == title.casefold() for link in article.links)
+            or bool(names_found(article.passage, names_of(entity))))
+
+
+def giveaways(description: str, bridge: Entity, event: Event,
+              known: dict[str, KnownArticle]) -> list[Entity]:
+    """The other named things of the event that the description names and that lead to the
+    bridge by what was written before the cutoff: one's article names the bridge, or the
+    bridge's names it ("the town of Lahaina" gives Maui away, "the High Atlas" Morocco)."""
+    own = known.get(entity_key(bridge))
+    found = []
+    for other in usable(event.entities):
+        if same_entity(other, bridge) or not names_found(description, names_of(other)):
+            continue
+        article = known.get(entity_key(other))
+        if (article is not None and _mentions(article, bridge)) or (
+                own is not None and _mentions(own, other)):
+            found.append(other)
+    return found
+
+
+# Infobox kinds plain enough to stand in a question for the name; others (jargon such as
+# "census-designated place") give way to NER's plain word ("place"). A closed class.
+_PLAIN_KINDS = frozenset({
+    "city", "town", "village", "country", "island", "islands", "state", "province", "region",
+    "county", "district", "river", "lake", "mountain", "mountain range", "volcano", "company",
+    "political party", "university", "club", "team", "airport", "port", "stadium", "person",
+})
+
+
+def kind_word(entity: Entity, known: dict[str, KnownArticle]) -> str:
+    """A plain word for what a named thing is: its infobox's kind when plain, else NER's."""
+    article = known.get(entity_key(entity))
+    kind = article.kind if article is not None else None
+    return kind if kind in _PLAIN_KINDS else kind_of(entity)
+
+
+def without_giveaways(description: str, others: list[Entity],
+                      known: dict[str, KnownArticle]) -> str:
+    """The description with each name that gives the bridge away said by its kind instead:
+    "the islands where wildfires destroy most of the town of Lahaina" -> "... most of a
+    town"."""
+    for other in others:
+        names = "|".join(re.escape(n) for n in sorted(names_of(other), key=len, reverse=True))
+        description = re.sub(
+            rf"{_LEAD_TO}(?<!\w)(?:{names})(?!\w)",
+            lambda m, other=other: f"a {m['kind'] or kind_word(other, known)}", description,
+            count=1, flags=re.IGNORECASE)
+    return description
 
 
 @dataclass(frozen=True)
@@ -413,7 +477,7 @@ class ConnectedGenerator(Generator):
             "event": event.text, "date": f"{event.date:%-d %B %Y}",
             "bridges": "\n".join(f"- {e.text}" for e in bridges),
             "cutoff": cutoff_phrase(self.cutoff),
-        }, draws, spent, choice_check(bridges, event.date.year))
+        }, draws, spent, choice_check(bridges, event, self.known_articles))
         found = two_parts(parsed)
         if found is None:
             raise NoBridge(CHOOSE_BRIDGE.function, "no named thing of the news can be "
@@ -479,7 +543,8 @@ class ConnectedGenerator(Generator):
 
     async def _parsed_description(self, event: Event, bridge: _Bridge) -> str | None:
         """The bridge described by the event sentence's parse, when its role allows and the
-        description passes the description's check."""
+        description passes the description's check; a name in it that gives the bridge away
+        is said by its kind ("the town of Lahaina" -> "a town")."""
         if self.parse is None:
             return None
         found = next((m for name in bridge.names if (m := re.search(
@@ -489,16 +554,20 @@ class ConnectedGenerator(Generator):
         tokens = await self.parse(event.text)
         described = describe_from_parse(tokens, found.start(), found.end(), bridge.kind,
                                         f"{event.date:%B %Y}")
-        if described is None or description_check(bridge.names, event.date.year)(described):
+        if described is None:
             return None
-        return described
+        described = without_giveaways(
+            described, giveaways(described, bridge.entity, event, self.known_articles),
+            self.known_articles)
+        return None if description_check(bridge.names, event.date.year)(described) else described
 
     async def _known_passage(self, event: Event, bridge: _Bridge, draws: Draws,
                              spent: list[PromptCall]) -> str:
         if self.known_source == "wiki":
             return self.known_articles[bridge.key].passage
         return await self._step(KNOWN_PASSAGE, {
-            "entity": bridge.entity.text, "event": event.text, "cutoff": cutoff_phrase(self.cutoff),
+            "entity": bridge.entity.text, "event": event.text,
+            "cutoff": cutoff_phrase(self.cutoff),
         }, draws, spent)
 
     async def _known_answers(self, event: Event, passage: str, bridge: _Bridge
