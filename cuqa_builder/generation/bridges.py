@@ -126,6 +126,17 @@ def usable(entities: list[Entity], set_aside: Counter[str] | None = None) -> lis
         key = clean.text.casefold()
         if key not in kept or (clean.wiki_title and not kept[key].wiki_title):
             kept[key] = clean
-    names = list(kept)
-    return [e for key, e in kept.items()
-            if not any(other != key and key.endswith(f" {other}") for other in names)]
+    return [e for key, e in kept.items() if not any(
+        _same_thing_named_better(e, other) for k, other in kept.items() if k != key)]
+
+
+def _same_thing_named_better(entity: Entity, other: Entity) -> bool:
+    """Two spans of one name, one inside the other's end ("Ukrainian President Volodymyr
+    Zelenskyy" and "Volodymyr Zelenskyy", "High Atlas" and "Atlas"): the one with a title is
+    the name; with a title on both or neither, the shorter (a role before a name)."""
+    long, short = sorted((entity, other), key=lambda e: len(e.text), reverse=True)
+    if not long.text.casefold().endswith(f" {short.text.casefold()}"):
+        return False
+    better = short if bool(short.wiki_title) == bool(long.wiki_title) else (
+        short if short.wiki_title else long)
+    return better is other

@@ -302,15 +302,16 @@ def giveaways(description: str, bridge: Entity, event: Event,
               known: dict[str, KnownArticle]) -> list[Entity]:
     """The other named things of the event that the description names and that lead to the
     bridge by what was written before the cutoff: one's article names the bridge, or the
-    bridge's names it ("the town of Lahaina" gives Maui away, "the High Atlas" Morocco)."""
+    bridge's names it ("the town of Lahaina" gives Maui away, "the High Atlas" Morocco), or it
+    is the event itself, scheduled before the cutoff ("the 2023 Rugby World Cup")."""
     own = known.get(entity_key(bridge))
     found = []
     for other in usable(event.entities):
         if same_entity(other, bridge) or not names_found(description, names_of(other)):
             continue
         article = known.get(entity_key(other))
-        if (article is not None and _mentions(article, bridge)) or (
-                own is not None and _mentions(own, other)):
+        if is_the_event(other, event) or (article is not None and _mentions(article, bridge)) \
+                or (own is not None and _mentions(own, other)):
             found.append(other)
     return found
 
@@ -321,6 +322,7 @@ _PLAIN_KINDS = frozenset({
     "city", "town", "village", "country", "island", "islands", "state", "province", "region",
     "county", "district", "river", "lake", "mountain", "mountain range", "volcano", "company",
     "political party", "university", "club", "team", "airport", "port", "stadium", "person",
+    "church", "cathedral", "abbey", "building", "palace", "castle", "bridge",
 })
 
 
@@ -331,17 +333,31 @@ def kind_word(entity: Entity, known: dict[str, KnownArticle]) -> str:
     return kind if kind in _PLAIN_KINDS else kind_of(entity)
 
 
-def without_giveaways(description: str, others: list[Entity],
-                      known: dict[str, KnownArticle]) -> str:
+# After a name said by its kind, what keeps the phrase whole: the end, a comma, a preposition
+# or a clause ("most of a town, in August", "a mountain range in 2023"). Anything else means
+# the name modified a noun ("his 24th Grand Slam singles title"): no kind can stand there.
+_STANDS_ALONE = re.compile(
+    r"^(?:$|[,;.)]|\s+(?:in|at|on|near|into|from|and|with|after|before|during|by|as|where"
+    r"|which|that|who|killing|leaving)\b)")
+
+
+def without_giveaways(description: str, others: list[Entity], event: Event,
+                      known: dict[str, KnownArticle]) -> str | None:
     """The description with each name that gives the bridge away said by its kind instead:
     "the islands where wildfires destroy most of the town of Lahaina" -> "... most of a
-    town"."""
+    town". None when one cannot be: the event itself (a thing dated its year was scheduled
+    before the cutoff), or a name that modifies a noun."""
     for other in others:
+        if is_the_event(other, event):
+            return None
         names = "|".join(re.escape(n) for n in sorted(names_of(other), key=len, reverse=True))
-        description = re.sub(
-            rf"{_LEAD_TO}(?<!\w)(?:{names})(?!\w)",
-            lambda m, other=other: f"a {m['kind'] or kind_word(other, known)}", description,
-            count=1, flags=re.IGNORECASE)
+        found = re.search(rf"{_LEAD_TO}(?<!\w)(?:{names})(?!\w)", description, re.IGNORECASE)
+        if found is None or not _STANDS_ALONE.match(description[found.end():]):
+            return None
+        kind = found["kind"] or kind_word(other, known)
+        article = "an" if kind[0] in "aeiou" else "a"
+        description = f"{description[:found.start()]}{article} {kind}" \
+            f"{description[found.end():]}"
     return description
 
 
@@ -557,9 +573,11 @@ class ConnectedGenerator(Generator):
         if described is None:
             return None
         described = without_giveaways(
-            described, giveaways(described, bridge.entity, event, self.known_articles),
+            described, giveaways(described, bridge.entity, event, self.known_articles), event,
             self.known_articles)
-        return None if description_check(bridge.names, event.date.year)(described) else described
+        if described is None or description_check(bridge.names, event.date.year)(described):
+            return None
+        return described
 
     async def _known_passage(self, event: Event, bridge: _Bridge, draws: Draws,
                              spent: list[PromptCall]) -> str:
