@@ -15,7 +15,7 @@ from cuqa_builder.jsonio import read_jsonl, write_jsonl
 from cuqa_builder.llm.gateway import open_gateway
 from cuqa_builder.llm.settings import API_TIMEOUT_S, LOCAL_TIMEOUT_S, LLMSettings
 from cuqa_builder.prompts import load_prompt
-from cuqa_builder.records import Candidate, CheckFailure, CuqaItem
+from cuqa_builder.records import Candidate, CheckFailure, CuqaItem, SubQuestion
 from cuqa_builder.stages.endpoints import probe_settings
 from cuqa_builder.stages.options import BuildOptions
 from cuqa_builder.testing.openai_server import Reply, ScriptedLLM, last_user_message
@@ -123,6 +123,36 @@ def test_an_alias_is_a_correct_answer(tmp_path: Path) -> None:
         result = probe(llm, tmp_path, item)
     assert result.known[0].answers == ["River Osk", "Osk"]
     assert result.failures() == []
+
+
+def connected_aab() -> Candidate:
+    """A connected recipe's AAB item: its known part is a category of many members."""
+    item = aab(question="Which of the solar cars of the Karoo league is the car that won the "
+               "2023 Trans-Karoo Challenge?")
+    known = SubQuestion(question="What are the solar cars of the Karoo league?",
+                        answer="Aurelia 7", kind="known")
+    steps = item.intermediates.model_copy(update={
+        "category": "solar cars of the Karoo league", "known_question": known.question})
+    return item.model_copy(update={
+        "sub_questions": [item.sub_questions[0], known], "intermediates": steps})
+
+
+@pytest.mark.parametrize(("reply", "known"), [("Yes.", True), ("No, it is not.", False)])
+def test_a_category_known_part_is_asked_as_membership(
+    tmp_path: Path, reply: str, known: bool
+) -> None:
+    """A list of the category's members names only its famous ones, so the probe asks whether
+    the answer is one of them, and a "yes" is right."""
+    item = connected_aab()
+    membership = "Is Aurelia 7 one of the solar cars of the Karoo league? Answer yes or no."
+    with ScriptedLLM(target_model({membership: reply}, {item.question: "Aurelia 7"})) as llm:
+        result = probe(llm, tmp_path, item)
+        asked_questions = [asked(last_user_message(body)) for body in llm.requests]
+    assert llm.calls == 3 and membership in asked_questions
+    assert [(k.question, k.answers, k.correct) for k in result.known] == [
+        (membership, ["yes"], known)
+    ]
+    assert [f.check for f in result.failures()] == ([] if known else ["probe_known_part_not_known"])
 
 
 def test_a_hard_item_probes_both_known_parts_and_gives_both_unknown_ones(tmp_path: Path) -> None:

@@ -236,6 +236,10 @@ def test_the_whole_question_goes_to_a_model_of_the_cutoff_when_one_is_given(
     ("Paris", ["Paris Saint-Germain"], None),  # one inside the other
     ("Toronto Raptors", ["Los Angeles Lakers"], False),
     ("Republic of Ireland", ["Republic of Korea"], False),  # only filler words in common
+    ("Sefton", ["Metropolitan Borough of Sefton"], True),  # a place without its admin words
+    ("Tehri Garhwal", ["Tehri Garhwal district"], True),
+    ("London", ["City of London"], None),  # a city is not its borough's name
+    ("Grindavíkurbær", ["Grindavík"], None),  # one word begins the other: the judge decides
     ("unknown", ["Nasdaq"], False),
 ])
 def test_an_answer_is_decided_by_its_names_before_any_judge(

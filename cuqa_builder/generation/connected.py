@@ -56,7 +56,7 @@ from cuqa_builder.verification.names import (
     substitute,
     surface_name,
 )
-from cuqa_builder.verification.question_form import form_problem
+from cuqa_builder.verification.question_form import category_question, form_problem
 
 _MIN_DESCRIPTION_WORDS, _MAX_DESCRIPTION_WORDS = 5, 35
 _MAX_KNOWN_QUESTION_WORDS = 16  # besides the bridge's name: one property, no room for clues
@@ -734,7 +734,7 @@ class ConnectedGenerator(Generator):
              category: str, spent: list[PromptCall], fallback: str | None = None) -> Candidate:
         answer, aliases = _answer_names(bridge.entity, self.known_articles.get(bridge.key))
         steps = self._intermediates(
-            "AAB", event, bridge, description, passage, f"What are the {category}?", answer,
+            "AAB", event, bridge, description, passage, category_question(category), answer,
             f"Which of the {category} is {description}?",
             f"Which of the {category} is {masked_description(description)}?", spent,
             category=category, fallback=fallback,

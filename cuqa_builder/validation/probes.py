@@ -3,11 +3,13 @@
 Three questions per candidate, closed-book, through the gateway (so they are cached and a re-run
 asks nothing twice):
 - the merged question: answered correctly means the item is "not unknown" to that model;
-- each known sub-question: answered wrong means the "known part" is "not known";
+- each known sub-question: answered wrong means the "known part" is "not known" (a connected
+  AAB item's "What are the <category>?" is asked as "Is <answer> one of the <category>?");
 - the merged question with the unknown sub-question(s) and their answers given: still wrong means
   the question "does not compose" (the model cannot bridge from the unknown part to the answer).
-An answer is correct when it contains a gold answer or alias (normalised), or, with a judge
-model, when the judge says it implies one.
+An answer is correct when it names a gold answer or alias by the names alone (normalised words,
+a plural, an acronym, a place without its administrative words), or, with a judge model, when
+the judge says it implies one.
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ from cuqa_builder.judge import judge
 from cuqa_builder.llm.client import LLMClient, prompt_request
 from cuqa_builder.llm.types import LLMError
 from cuqa_builder.prompts import load_prompt
-from cuqa_builder.records import Candidate, CheckFailure, Validation
-from cuqa_builder.text import contains_answer, normalize_answer
+from cuqa_builder.records import Candidate, CheckFailure, SubQuestion, Validation
+from cuqa_builder.text import normalize_answer
 from cuqa_builder.validation.checks import CheckReport
+from cuqa_builder.verification.answers import decided
+from cuqa_builder.verification.question_form import category_question, membership_question
 
 T = TypeVar("T")
 
@@ -39,6 +43,7 @@ DOES_NOT_COMPOSE = "probe_does_not_compose"
 PROBE_ERROR = "probe_error"
 PROBE_CHECKS = (NOT_UNKNOWN, KNOWN_PART_NOT_KNOWN, DOES_NOT_COMPOSE)
 NORMALISED_MATCH = "normalised match"
+YES = "yes"  # the right reply to a membership question (the known part of a connected AAB item)
 # The prompts ask for "just a few words"; greedy decoding makes a probe's verdict repeatable.
 PROBE_SAMPLING = {"temperature": 0.0, "max_tokens": 32}
 
@@ -124,13 +129,19 @@ class Prober:
         def gold(answer: str) -> list[str]:
             return list(dict.fromkeys([answer, *aliases.get(normalize_answer(answer), [])]))
 
+        def known_probe(sub: SubQuestion) -> tuple[str, list[str]]:
+            category = candidate.intermediates and candidate.intermediates.category
+            if category and sub.question == category_question(category):
+                return membership_question(category, sub.answer), [YES]
+            return sub.question, gold(sub.answer)
+
         final = gold(candidate.answer)
-        known = [s for s in candidate.sub_questions if s.kind == "known"]
+        known = [known_probe(s) for s in candidate.sub_questions if s.kind == "known"]
         closed_book, with_unknown, *known_answers = await asyncio.gather(
             self._ask(CLOSED_BOOK, candidate.question, final),
             self._ask(WITH_UNKNOWN_ANSWER, candidate.question, final,
                       passage=_given_facts(candidate)),
-            *(self._ask(CLOSED_BOOK, sub.question, gold(sub.answer)) for sub in known),
+            *(self._ask(CLOSED_BOOK, question, answers) for question, answers in known),
         )
         return ProbeResult(
             model=self.gateway.model,
@@ -161,7 +172,7 @@ class Prober:
         if self.judge_gateway is not None:
             # The probes judge a short answer against the item's answer and aliases.
             return await judge(self.judge_gateway, question, prediction, answers, "reworded")
-        return any(contains_answer(prediction, answer) for answer in answers)
+        return decided(prediction, answers) is True
 
 
 async def probe_all(

@@ -27,6 +27,15 @@ _SHARED_FILLER = frozenset({
     "party", "university", "club", "fc", "international", "united", "new", "saint", "st",
 })
 _NO_ANSWER = re.compile(r"^(?:unknown|none|n/?a|no idea|i don't know|not sure|-)$")
+# The administrative words around a place's own name: "Metropolitan Borough of Sefton" is
+# "Sefton", "Tehri Garhwal district" is "Tehri Garhwal" ("City of London" is not "London").
+_ADMINISTRATIVE = (r"(?:metropolitan\s+)?borough|municipality|county|district|province|region"
+                   r"|governorate|prefecture|oblast|canton|republic|kingdom|state")
+_ADMINISTRATIVE_WORDS = re.compile(
+    rf"^(?:the\s+)?(?:{_ADMINISTRATIVE})\s+of\s+|\s+(?:{_ADMINISTRATIVE})$", re.IGNORECASE
+)
+# A word this long that begins another names the same root ("Grindavík" / "Grindavíkurbær").
+_STEM = 5
 
 
 def answer_names(item: Candidate) -> list[str]:
@@ -50,19 +59,32 @@ def _words(text: str) -> set[str]:
     return set(normalize_answer(text).split()) - _SHARED_FILLER
 
 
+def _own_name(name: str) -> str:
+    """A place's name without its administrative words."""
+    return _ADMINISTRATIVE_WORDS.sub("", name.strip()).strip()
+
+
+def _shares_a_stem(said: set[str], name: set[str]) -> bool:
+    return any(len(short) >= _STEM and long.startswith(short)
+               for a in said for b in name for short, long in ((a, b), (b, a)))
+
+
 def decided(said: str, names: Sequence[str]) -> bool | None:
     """True when `said` names one of `names` (whole words, normalised; a plural: "Armenians"
-    names "Armenian"; an acronym either way); False when it gives no answer or shares no word
-    with any; None when only a judge can tell."""
+    names "Armenian"; an acronym either way; a place with or without its administrative words);
+    False when it gives no answer or shares no word or stem with any; None when only a judge
+    can tell."""
     said = said.strip()
     if not said or _NO_ANSWER.match(normalize_answer(said)):
         return False
     for name in names:
         if contains_answer(said, name) or contains_answer(said, f"{name}s") \
-                or _acronym(said, name) or _acronym(name, said):
+                or _acronym(said, name) or _acronym(name, said) \
+                or normalize_answer(_own_name(said)) == normalize_answer(_own_name(name)):
             return True
     said_words = _words(said)
-    if any(said_words & _words(name) or contains_answer(name, said) for name in names):
+    if any(said_words & _words(name) or contains_answer(name, said)
+           or _shares_a_stem(said_words, _words(name)) for name in names):
         return None
     return False
 

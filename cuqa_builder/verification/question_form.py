@@ -72,3 +72,15 @@ def form_problem(question: str) -> str | None:
     if joined := second_question(question):
         return f"two questions joined by {joined!r}"
     return None
+
+
+def category_question(category: str) -> str:
+    """The known sub-question of a connected AAB item (Table 10's "What are the G7 member
+    countries?")."""
+    return f"What are the {category}?"
+
+
+def membership_question(category: str, member: str) -> str:
+    """The known part of an AAB item asked so that a closed-book reply can show it: a list of
+    ten to sixty members names only the famous ones, whatever the model knows of the rest."""
+    return f"Is {member} one of the {category}? Answer yes or no."
