@@ -177,6 +177,11 @@ def test_a_place_chain_names_the_place_and_the_places_holding_it() -> None:
     ("{{Infobox tennis biography\n| name = X\n}}", "person"),
     ("{{Infobox musical artist\n| name = X\n| background = group_or_band\n}}", "band"),
     ("{{Infobox political party\n| name = X\n}}", "political party"),
+    # Infoboxes that serve another kind than they name, told apart by their parameters.
+    ("{{Infobox islands\n| name = X\n| archipelago = [[Y Islands]]\n}}", "island"),
+    ("{{Infobox islands\n| name = X\n| number_islands = 137\n}}", "islands"),
+    ("{{Infobox mountain\n| name = X\n| highest = [[Y]]\n}}", "mountain range"),
+    ("{{Infobox mountain\n| name = X\n| prominence_m = 900\n}}", "mountain"),
 ])
 def test_the_kind_is_a_plain_word(infobox: str, kind: str) -> None:
     assert _text(f"{infobox}\n'''X''' is a thing.", "X").kind == kind

@@ -96,7 +96,20 @@ def infobox_kind(template: Template | None) -> str | None:
     if kind == "musical artist":
         background = _parameter_text(template, "background")
         return "band" if "group" in background or "band" in background else "person"
-    return "person" if _PERSON_INFOBOX.search(kind) else _plain_kind(kind)
+    if _PERSON_INFOBOX.search(kind):
+        return "person"
+    return _kind_by_shape(kind, template) or _plain_kind(kind)
+
+
+def _kind_by_shape(kind: str, template: Template) -> str | None:
+    """Two infoboxes name one kind and serve another: `{{Infobox islands}}` serves a single
+    island unless it counts its islands, `{{Infobox mountain}}` a range when it names the
+    range's highest peak."""
+    if kind == "islands" and not template.has("number_islands"):
+        return "island"
+    if kind == "mountain" and template.has("highest"):
+        return "mountain range"
+    return None
 
 
 def _plain_kind(text: str) -> str | None:
