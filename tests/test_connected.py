@@ -573,3 +573,7 @@ def test_a_name_that_gives_the_bridge_away_is_refused_or_said_by_its_kind() -> N
     cup = Entity(text=f"{quake.date.year} Rugby World Cup", label="EVENT")
     assert without_giveaways(f"the country that hosts the {cup.text}", [cup], quake, known) \
         is None
+    # a name whose article gives no plain kind would read "in a place": no description
+    guatemala = Entity(text="Guatemala", label="GPE", wiki_title="Guatemala")
+    assert without_giveaways("the person defeated in Guatemala in 2023", [guatemala], quake,
+                             known) is None

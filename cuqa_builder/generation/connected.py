@@ -341,12 +341,18 @@ _STANDS_ALONE = re.compile(
     r"|which|that|who|killing|leaving)\b)")
 
 
+# NER's kinds for a name whose article gives none: "releasing water from an organisation into a
+# place" says nothing a person would write.
+_VAGUE_KINDS = frozenset({"place", "organisation", "thing", "event"})
+
+
 def without_giveaways(description: str, others: list[Entity], event: Event,
                       known: dict[str, KnownArticle]) -> str | None:
     """The description with each name that gives the bridge away said by its kind instead:
     "the islands where wildfires destroy most of the town of Lahaina" -> "... most of a
     town". None when one cannot be: the event itself (a thing dated its year was scheduled
-    before the cutoff), or a name that modifies a noun."""
+    before the cutoff), a name that modifies a noun, or one whose kind is only NER's vague
+    word."""
     for other in others:
         if is_the_event(other, event):
             return None
@@ -355,6 +361,8 @@ def without_giveaways(description: str, others: list[Entity], event: Event,
         if found is None or not _STANDS_ALONE.match(description[found.end():]):
             return None
         kind = found["kind"] or kind_word(other, known)
+        if kind in _VAGUE_KINDS:
+            return None
         article = "an" if kind[0] in "aeiou" else "a"
         description = f"{description[:found.start()]}{article} {kind}" \
             f"{description[found.end():]}"
