@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from cuqa_builder.cli.build import main
+from cuqa_builder.generation.yield_report import BranchYield
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
 from cuqa_builder.records import Candidate, Event, GenerationFailure
 from cuqa_builder.run import GENERATION_FAILURES
@@ -183,3 +184,11 @@ def test_a_known_entity_named_inside_the_bridge_is_not_drawn(tmp_path: Path) -> 
     assert item.type == "AAB" and item.intermediates is not None
     assert item.intermediates.fallback == f"no entity other than {bridge.text!r} in the known " \
                                           "passage"
+
+
+def test_a_yield_without_generation_calls_gives_no_rate() -> None:
+    """The embedded model composes from structure: 3 items passed on no call is no "0.000 items
+    per call"."""
+    made = BranchYield(items=6, passed=3, failed_generation=24)
+    assert made.line("all") == ("  all      3 passed of   30 (24 failed in generation); no "
+                                "generation calls (composed from structure)")

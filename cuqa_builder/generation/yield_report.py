@@ -93,11 +93,14 @@ class BranchYield:
         self.refusals.merge(other.refusals)
 
     def line(self, name: str) -> str:
-        per_call = self.passed / self.calls if self.calls else 0.0
+        made = (f"  {name:<5} {self.passed:>4} passed of {self.items + self.failed_generation:>4} "
+                f"({self.failed_generation} failed in generation); ")
+        if not self.calls:
+            # Composed from structure (the embedded model): no call, so no rate to give.
+            return made + "no generation calls (composed from structure)"
         per_kilotoken = 1000 * self.passed / self.tokens if self.tokens else 0.0
-        return (f"  {name:<5} {self.passed:>4} passed of {self.items + self.failed_generation:>4} "
-                f"({self.failed_generation} failed in generation); {self.calls} calls, "
-                f"{self.tokens} tokens: {per_call:.3f} items per call, {per_kilotoken:.3f} per "
+        return (f"{made}{self.calls} calls, {self.tokens} tokens: "
+                f"{self.passed / self.calls:.3f} items per call, {per_kilotoken:.3f} per "
                 "1,000 tokens")
 
 
