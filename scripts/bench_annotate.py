@@ -22,6 +22,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from bench_common import bench_arguments
+
 from cuqa_builder.annotation.client import ProjectSettings, ReviewServer
 from cuqa_builder.annotation.config import load_labeling_config
 from cuqa_builder.annotation.guidelines import guidelines_html
@@ -29,7 +31,6 @@ from cuqa_builder.cli.annotate import main as annotate
 from cuqa_builder.cli.annotate import review_tasks
 from cuqa_builder.jsonio import write_jsonl
 from cuqa_builder.testing.annotate_fixtures import accept, candidate, reject
-from cuqa_builder.testing.bench import bench_arguments
 from cuqa_builder.testing.labelstudio_server import start_label_studio
 
 

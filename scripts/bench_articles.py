@@ -22,9 +22,10 @@ import sys
 import time
 from pathlib import Path
 
+from bench_common import bench_arguments, judged
+
 from cuqa_builder.grounding.article_text import article_text
 from cuqa_builder.records import Page, PageMeta
-from cuqa_builder.testing.bench import bench_arguments, judged
 
 FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "articles"
 SIZES_KB = (10, 20, 40, 80, 160, 330)

@@ -17,9 +17,10 @@ import time
 from datetime import date, timedelta
 from pathlib import Path
 
+from bench_common import bench_arguments
+
 from cuqa_builder.records import Event, EventSource
 from cuqa_builder.retrieval.bm25 import BM25Retriever, event_passage
-from cuqa_builder.testing.bench import bench_arguments
 
 VOCABULARY = 60_000
 

@@ -29,6 +29,8 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from bench_common import bench_arguments
+
 from cuqa_builder.cli.evaluate import main as cuqa_eval
 from cuqa_builder.jsonio import write_jsonl
 from cuqa_builder.records import (
@@ -40,7 +42,6 @@ from cuqa_builder.records import (
     SubQuestion,
 )
 from cuqa_builder.solvers import METHODS
-from cuqa_builder.testing.bench import bench_arguments
 from cuqa_builder.testing.openai_server import Reply, ScriptedLLM, last_user_message
 
 SOURCE = EventSource(title="2024", revid=1, url="https://en.wikipedia.org/wiki/2024")

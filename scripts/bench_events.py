@@ -36,11 +36,12 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
 
+from bench_common import bench_arguments
+
 from cuqa_builder.jsonio import write_jsonl
 from cuqa_builder.ner import EntityExtractor, default_processes
 from cuqa_builder.records import Event, Page, PageMeta
 from cuqa_builder.snapshot import SnapshotError, iter_snapshot, page_kind, write_page
-from cuqa_builder.testing.bench import bench_arguments
 from cuqa_builder.wiki.titles import portal_title
 
 SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "wiki-sample"

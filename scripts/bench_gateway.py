@@ -25,11 +25,12 @@ import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from bench_common import bench_arguments, judged
+
 from cuqa_builder.llm.cache import CallCache, canonical_request, request_key
 from cuqa_builder.llm.gateway import open_gateway
 from cuqa_builder.llm.settings import LLMSettings
 from cuqa_builder.llm.types import ChatRequest, ChatResult
-from cuqa_builder.testing.bench import bench_arguments, judged
 
 LATENCY_S = 0.2
 # About the size of a generation prompt (an event and its instructions) and of its answer.

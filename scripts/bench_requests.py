@@ -15,10 +15,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_common import bench_arguments
+
 from cuqa_builder.run import RunContext
 from cuqa_builder.stages import fetch
 from cuqa_builder.stages.options import BuildOptions, SourceOptions
-from cuqa_builder.testing.bench import bench_arguments
 from cuqa_builder.testing.mediawiki_server import MediaWikiServer
 from cuqa_builder.wiki.titles import window_days, window_titles
 from cuqa_builder.window import Window

@@ -20,9 +20,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from bench_common import bench_arguments
+
 from cuqa_builder.retrieval.search_cache import SearchCache
 from cuqa_builder.retrieval.web import Serper, WebSearchRetriever
-from cuqa_builder.testing.bench import bench_arguments
 from cuqa_builder.testing.search_servers import Hit, SearchStandIn
 
 KEY = "bench-key-0123456789"

@@ -36,13 +36,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from bench_common import bench_arguments, judged
 from bench_generate import ServerProcess, timed_build
 
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
 from cuqa_builder.records import Candidate
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events
 from cuqa_builder.testing.batch_server import answer_batch_file
-from cuqa_builder.testing.bench import bench_arguments, judged
 from cuqa_builder.testing.openai_server import Reply, last_user_message
 
 REPO = Path(__file__).resolve().parents[1]

@@ -20,6 +20,8 @@ from collections import Counter
 from datetime import date, timedelta
 from pathlib import Path
 
+from bench_common import bench_arguments, judged
+
 from cuqa_builder.cli.build import parse_options
 from cuqa_builder.jsonio import write_jsonl
 from cuqa_builder.records import (
@@ -34,7 +36,6 @@ from cuqa_builder.records import (
 )
 from cuqa_builder.run import CANDIDATES, RunContext
 from cuqa_builder.stages import validate
-from cuqa_builder.testing.bench import bench_arguments, judged
 from cuqa_builder.validation.checks import Limits, check_all
 from cuqa_builder.window import Window
 

@@ -32,13 +32,14 @@ import shutil
 import time
 from pathlib import Path
 
+from bench_common import bench_arguments
+
 from cuqa_builder.cli.build import main as build
 from cuqa_builder.generation.yield_report import branch_yields
 from cuqa_builder.jsonio import read_jsonl
 from cuqa_builder.llm.cache import CallCache
 from cuqa_builder.records import Candidate, GenerationFailure
 from cuqa_builder.run import CANDIDATES, EVENTS, GENERATION_FAILURES, LLM_CACHE
-from cuqa_builder.testing.bench import bench_arguments
 
 SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "wiki-sample"
 CONFIGS = {  # name -> (known source, attempts); a repair run follows its no-repair run

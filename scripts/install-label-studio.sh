@@ -14,8 +14,8 @@ PYTHON="${PYTHON:-python3}"
 
 # Whether the venv's label-studio reports $VERSION. `label-studio --version` would start a
 # server; the `version` subcommand only reports. Its whole report is read before matching: a
-# reader that stops at the first match (`| grep -q`) closes the pipe, label-studio's next print
-# fails, and under pipefail a sound install would count as broken (and be rebuilt) at random.
+# reader that stops at its first match (grep in quiet mode) closes the pipe, label-studio's next
+# print fails, and under pipefail a sound install would count as broken (and be rebuilt) at random.
 reports_version() {
   local report pattern="Label Studio version: ${VERSION//./\\.}([^0-9.]|\$)"
   [ -x "$VENV/bin/label-studio" ] || return 1

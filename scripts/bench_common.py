@@ -1,4 +1,4 @@
-"""What every benchmark in `scripts/` shares: a `--tiny` run for the test suite.
+"""What every benchmark beside this file shares: a `--tiny` run for the test suite.
 
 The suite runs each benchmark at a tiny size (tests/test_benchmarks.py), so that none rots
 unseen: a renamed option or a changed stage breaks the test, not the next person who measures.
