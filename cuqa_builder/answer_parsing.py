@@ -44,7 +44,7 @@ def _first_line(text: str) -> str:
     return next((line for line in text.splitlines() if line.strip()), "")
 
 
-def _unfenced(text: str) -> str:
+def unfenced(text: str) -> str:
     """The text without Markdown code fences (```json ... ```), their contents kept."""
     return _FENCE.sub("", text)
 
@@ -76,7 +76,7 @@ def extract_answer(text: str) -> str:
     """The short answer in a completion: a JSON reply's answer field (fenced or not), else what
     follows the last "answer is" / "Answer:" marker (on its line, or the next line when the
     marker ends one), else the first non-empty line."""
-    text = _unfenced(text)
+    text = unfenced(text)
     if (found := _json_answer(text)) is not None:
         return _clean_short_answer(found)
     markers = list(_ANSWER_MARKER.finditer(text))

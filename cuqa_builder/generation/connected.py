@@ -55,6 +55,7 @@ from cuqa_builder.verification.names import (
     names_of,
     substitute,
     surface_name,
+    without_the,
 )
 from cuqa_builder.verification.question_form import category_question, form_problem
 
@@ -264,10 +265,6 @@ def infobox_questions() -> dict[str, str]:
     text = load_prompt(INFOBOX_QUESTIONS, expects=frozenset({"bridge"})).text
     pairs = (line.split(":", 1) for line in text.splitlines() if ":" in line)
     return {name.strip(): question.strip() for name, question in pairs}
-
-
-def _strip_the(phrase: str) -> str:
-    return phrase[4:] if phrase.lower().startswith("the ") else phrase
 
 
 THE_EVENT_ITSELF = "the event itself (a topic it is filed under, or a name dated its year)"
@@ -736,7 +733,7 @@ class ConnectedGenerator(Generator):
             "bridge": bridge.entity.text, "passage": passage,
             "cutoff": cutoff_phrase(self.cutoff),
         }, draws, spent, category_check(bridge.names))
-        return None if _NONE.match(category) else _strip_the(category)
+        return None if _NONE.match(category) else without_the(category)
 
     def _aab(self, event: Event, bridge: _Bridge, description: str, passage: str,
              category: str, spent: list[PromptCall], fallback: str | None = None) -> Candidate:

@@ -1,11 +1,13 @@
 """Whether a reply names the item's answer, however worded (SPEC 2.9).
 
 First by the answer's names: the answer, its aliases (the name as written, the article title,
-the bold names of the article's lead, the redirects that led to it), a plural, an acronym. When
-the strings still differ but share a word ("Israeli Ground Forces" / "IDF Ground Forces", "the
-2023 final" / "2023 FIFA Women's World Cup final"), or one holds the other ("Paris" / "Paris
-Saint-Germain"), a judge decides: one call through the gateway, cached like every other. Strings
-with no word in common are different answers without a call.
+the bold names of the article's lead, the redirects that led to it), a plural, an acronym, a
+place without its administrative words ("Sefton" / "Metropolitan Borough of Sefton"). When the
+strings still differ but share a word ("Israeli Ground Forces" / "IDF Ground Forces", "the 2023
+final" / "2023 FIFA Women's World Cup final"), one holds the other ("Paris" / "Paris
+Saint-Germain") or a word begins another ("Grindavík" / "Grindavíkurbær"), a judge decides: one
+call through the gateway, cached like every other. Strings with no word or stem in common are
+different answers without a call.
 """
 
 from __future__ import annotations

@@ -238,6 +238,7 @@ class ItemChecker:
             CheckerVerdict(check=ONE_ANSWER, passed=not others, others=others, **common),
         ]
 
+
 def failure_reason(verdict: CheckerVerdict) -> str:
     """Why a verdict fails its item, for a person to read."""
     on = f" ({verdict.item})" if verdict.item else ""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from cuqa_builder.records import Candidate
-from cuqa_builder.verification.names import kind_of, names_of, substitute
+from cuqa_builder.verification.names import kind_of, names_of, substitute, without_the
 
 # The small words a noun phrase's head never ends with: a head cut before its object ("a
 # certain town near") would leave the masked question dangling. A closed class.
@@ -36,17 +36,13 @@ _EVENT_PART = re.compile(
 )
 
 
-def _strip_the(phrase: str) -> str:
-    return phrase[4:] if phrase.lower().startswith("the ") else phrase
-
-
 def masked_description(description: str) -> str:
     """The description with the event's part taken out: "the Danish cyclist who won ..." ->
     "a certain Danish cyclist". What is left is what the merged question says of the bridge
     without the event, so the checker sees a nationality or a home city it gives. The head
     never ends with a preposition or another small word ("the town near which ..." ->
     "a certain town")."""
-    words = _EVENT_PART.split(_strip_the(description), maxsplit=1)[0].split()
+    words = _EVENT_PART.split(without_the(description), maxsplit=1)[0].split()
     while words and words[-1].lower() in _FUNCTION_WORDS:
         words.pop()
     return f"a certain {' '.join(words) or 'one'}"

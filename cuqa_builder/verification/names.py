@@ -15,13 +15,15 @@ _PLACE_LABELS = frozenset({"GPE", "LOC", "FAC"})
 _GROUP_LABELS = frozenset({"ORG"})
 
 
+def without_the(phrase: str) -> str:
+    """The phrase without a leading "the"."""
+    return phrase[4:] if phrase.lower().startswith("the ") else phrase
+
+
 def surface_name(text: str) -> str:
     """The name as a question can use it: no leading "the", possessive or doubled full stop
     ("Khalifa Haftar's" -> "Khalifa Haftar", "U.S.." -> "U.S.")."""
-    name = text.strip()
-    if name.lower().startswith("the "):
-        name = name[4:]
-    name = _POSSESSIVE.sub("", name)
+    name = _POSSESSIVE.sub("", without_the(text.strip()))
     while name.endswith(".."):
         name = name[:-1]
     return name.strip()

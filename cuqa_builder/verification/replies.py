@@ -9,7 +9,8 @@ import json
 import re
 from dataclasses import dataclass, field
 
-_FENCE = re.compile(r"^\s*```[\w-]*\s*\n?|\n?\s*```\s*$")
+from cuqa_builder.answer_parsing import unfenced
+
 _BULLET = re.compile(r"^\s*(?:[-*•]|\(?\d+[.):]|#\d+:?)\s*")
 _LABEL = re.compile(r"^\s*(?:guesses?|answers?|best guesses)\s*:\s*$", re.IGNORECASE)
 # An explanation after the guess: "NATO – most of them are members", "Paris (the capital)".
@@ -20,7 +21,7 @@ _NONE = re.compile(r"^(?:none|no|nothing|n/?a|-|unknown|not sure|i don'?t know|n
 
 
 def _unfenced(reply: str) -> str:
-    return _FENCE.sub("", reply.strip()).strip()
+    return unfenced(reply).strip()
 
 
 def _json(reply: str) -> object | None:
