@@ -346,6 +346,21 @@ def test_a_run_whose_snapshot_moved_is_refused_before_anything_is_written(
     assert files(run) == before
 
 
+def test_a_relative_snapshot_is_recorded_whole_and_release_needs_none(tmp_path: Path) -> None:
+    """`--source` given relative to where the command ran is found from anywhere after; and
+    release, which reads only the run, is not refused when the snapshot has moved."""
+    shutil.copytree(SAMPLE, tmp_path / "snapshot")
+    made = cuqa_build("--out", "run", "--source", "snapshot", "--cutoff", "2023-04", "--until",
+                      "2023-12-31", "--stage", "events", "-q", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["snapshot"] == str(tmp_path / "snapshot")
+    (tmp_path / "snapshot").rename(tmp_path / "moved")
+    release = cuqa_build("--out", tmp_path / "run", "--stage", "release", "--name", "r", "-q")
+    assert release.returncode == 1
+    assert release.stderr.endswith("cuqa.jsonl is missing: run the validate stage first\n")
+
+
 def test_an_event_with_no_entity_to_bridge_fails_alone(tmp_path: Path) -> None:
     """Fault 2: `--known-source model` (the connected recipe) on events of which one names only
     a nationality group: that event goes to generation-failures.jsonl with its reason, the

@@ -331,7 +331,9 @@ def main(argv: list[str] | None = None) -> int:
     parsed = _options(parser, args, seed=0)  # every flag checked before anything runs
 
     def build(args: argparse.Namespace) -> int:
-        options = _with_recorded_snapshot(args.out, parsed)
+        # release reads only the run: a snapshot moved since is no reason to refuse it
+        reads_snapshot = any(stage.name != "release" for stage in _plan(args.stage, parsed))
+        options = _with_recorded_snapshot(args.out, parsed) if reads_snapshot else parsed
         if options.llm.estimate:  # before any call, and nothing written
             from cuqa_builder.stages.estimate import estimate_build
 

@@ -328,7 +328,8 @@ def _save_snapshot_manifest(ctx: RunContext, report: ParseReport) -> None:
     """Which page revisions the snapshot held, so `--revisions` can fetch the same ones."""
     manifest = Manifest(  # read from disk: no wiki, no fetch
         api=None, fetched=None, pages=dict(sorted(report.revisions.items())),
-        snapshot=str(ctx.options.source.source),
+        # absolute: a later command from another directory finds it again
+        snapshot=str(ctx.options.source.source.resolve()),
     )
     atomic_write_json(ctx.path(MANIFEST), manifest.model_dump())
 
