@@ -506,6 +506,22 @@ def test_a_model_of_the_cutoff_guesses_at_the_whole_question_while_composing(
                if v.check == "unknown_before_cutoff")
 
 
+def test_the_check_model_is_the_checker_while_composing_too(tmp_path: Path) -> None:
+    """With --check-model, that model (not the generator) is asked the checks while composing,
+    so validate with the same flag finds every checker call in the cache."""
+    with ScriptedLLM(ConnectedResponder()) as llm:
+        assert _build(tmp_path, llm, "events") == 0
+        assert _build(tmp_path, llm, "generate", "--check-model", "checker") == 0
+        generated = llm.calls
+        checked_by = {body["model"] for body in llm.requests
+                      if last_user_message(body).startswith("Imagine you know everything")}
+        assert checked_by == {"checker"}
+        (tmp_path / "articles.jsonl").unlink()  # grounding is not what is tested
+        assert _build(tmp_path, llm, "validate", "--min-question-words", "3",
+                      "--check-model", "checker") == 0
+        assert llm.calls == generated
+
+
 def test_an_event_with_no_bridge_worth_describing_costs_one_call(tmp_path: Path) -> None:
     """The model finds no named thing of the coronation that a reader of the cutoff could not
     guess (NONE): the event fails after that one call, with the reason; the others go on."""

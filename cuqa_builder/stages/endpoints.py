@@ -5,7 +5,9 @@ and the validate stage."""
 
 from __future__ import annotations
 
+from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cuqa_builder.llm.settings import (
     API_TIMEOUT_S,
@@ -15,6 +17,10 @@ from cuqa_builder.llm.settings import (
     resolve_settings,
 )
 from cuqa_builder.stages.options import BuildOptions
+from cuqa_builder.verification.checker import ItemChecker
+
+if TYPE_CHECKING:
+    from cuqa_builder.llm.gateway import Gateway
 
 
 def _with_model(
@@ -54,3 +60,31 @@ def probe_settings(
     if not checks.judge_model:
         return probe, None
     return probe, _with_model(probe, checks.judge_model, None, timeout)
+
+
+async def open_checker(
+    options: BuildOptions, cache: Path, cutoff_label: str, model: str, stack: AsyncExitStack,
+    generator: Gateway | None = None,
+) -> tuple[ItemChecker, list[Gateway]]:
+    """The checker (`model` at --check-base-url, else the generation's endpoint), with the
+    --probe-model guessing at the whole question when given, and the distinct gateways it asks
+    (for their stats). A gateway is opened once: the generator's is the checker's when they
+    are the same model (so compose time and validate share their answers through the cache),
+    and the checker's is the guesser's when the probe model is the checker."""
+    # Imported here: `openai` takes a while to load and only asking needs it.
+    from cuqa_builder.llm.gateway import open_gateway
+
+    checks = options.checks
+    settings = model_settings(options, cache, model, checks.check_base_url)
+    if generator is not None and generator.model == model and not checks.check_base_url:
+        client = generator
+    else:
+        client = await stack.enter_async_context(open_gateway(settings))
+    gateways, guesser = [client], None
+    if checks.probe_model:
+        probe = probe_settings(options, cache)[0]
+        guesser = client if probe == settings else await stack.enter_async_context(
+            open_gateway(probe))
+        gateways += [guesser] if guesser is not client else []
+    checker = ItemChecker(client, cutoff_label, counted=checks.guesses, guesser=guesser)
+    return checker, gateways

@@ -72,7 +72,7 @@ from cuqa_builder.run import (
     RunContext,
     save_run_info,
 )
-from cuqa_builder.stages.endpoints import probe_settings
+from cuqa_builder.stages.endpoints import open_checker
 from cuqa_builder.verification.checker import ItemChecker
 
 # Events in flight per allowed concurrent call: an event waits on one call at a time for most
@@ -534,19 +534,16 @@ async def _run(ctx: RunContext, tally: Tally) -> tuple[str, GatewayStats, CallPl
 async def _compose_time_checker(
     ctx: RunContext, gateway: Gateway, small: bool, stack: AsyncExitStack
 ) -> ItemChecker | None:
-    """The checker asked while composing: the generator itself, as the validate stage's default
-    checker (so validate reads its answers from the cache), with the --probe-model (a model of
-    the cutoff) guessing at the whole question as validate's does. None for a small model, which
-    is no judge of its own items (validate asks them), or when --check-model none turns them
-    off."""
-    if small or ctx.options.checks.check_model == "none":
+    """The checker asked while composing, the one validate asks (--check-model, else the
+    generator; the --probe-model guessing at the whole question), so that validate reads its
+    answers from the cache. None for a small model, which is no judge of its own items
+    (validate asks them), or when --check-model none turns them off."""
+    model = ctx.options.checks.check_model or gateway.model
+    if small or model == "none":
         return None
-    guesser = None
-    if ctx.options.checks.probe_model:
-        probe = probe_settings(ctx.options, ctx.path(LLM_CACHE))[0]
-        guesser = await stack.enter_async_context(open_gateway(probe))
-    return ItemChecker(gateway, ctx.window.label, counted=ctx.options.checks.guesses,
-                       guesser=guesser)
+    checker, _ = await open_checker(ctx.options, ctx.path(LLM_CACHE), ctx.window.label, model,
+                                    stack, generator=gateway)
+    return checker
 
 
 def _summary(

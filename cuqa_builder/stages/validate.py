@@ -54,7 +54,7 @@ from cuqa_builder.run import (
     load_run_info,
     save_run_info,
 )
-from cuqa_builder.stages.endpoints import model_settings, probe_settings
+from cuqa_builder.stages.endpoints import model_settings, open_checker, probe_settings
 from cuqa_builder.stages.options import BuildOptions
 from cuqa_builder.validation.checks import CHECK_NAMES, CheckReport
 from cuqa_builder.validation.checks import check_all as format_checks
@@ -84,7 +84,6 @@ from cuqa_builder.verification.checker import (
     GUESS_TEMPLATE,
     OPEN_BOOK_SAMPLING,
     OPEN_BOOK_TEMPLATE,
-    ItemChecker,
     cutoff_phrase,
 )
 from cuqa_builder.verification.masking import masked_question
@@ -274,27 +273,18 @@ async def _ask_checker(
     """Ask the checker about the candidates that passed the checks so far; returns a summary.
     With --probe-model, that model (whose knowledge ends at the cutoff) makes the guesses at
     the whole question."""
-    from cuqa_builder.llm.gateway import open_gateway
 
     options = ctx.options
     indexes = [i for i, v in enumerate(report.validations) if v.passed]
-    settings = model_settings(options, ctx.path(LLM_CACHE), model, options.checks.check_base_url)
     async with AsyncExitStack() as stack:
-        gateway = await stack.enter_async_context(open_gateway(settings))
-        guesser = None
-        if options.checks.probe_model:
-            probe = probe_settings(options, ctx.path(LLM_CACHE))[0]
-            guesser = gateway if probe == settings else await stack.enter_async_context(
-                open_gateway(probe))
-        checker = ItemChecker(gateway, ctx.window.label, counted=options.checks.guesses,
-                              guesser=guesser)
+        checker, gateways = await open_checker(options, ctx.path(LLM_CACHE), ctx.window.label,
+                                               model, stack)
         outcomes = await check_all(checker, [candidates[i] for i in indexes],
                                    progress=not options.quiet)
+        gateway, guesser = gateways[0], checker.guesser
         record_checker(report, indexes, outcomes, gateway.model)
-        calls = gateway.stats.calls + (guesser.stats.calls if guesser not in (None, gateway)
-                                       else 0)
-        hits = gateway.stats.cache_hits + (guesser.stats.cache_hits
-                                           if guesser not in (None, gateway) else 0)
+        calls = sum(g.stats.calls for g in gateways)
+        hits = sum(g.stats.cache_hits for g in gateways)
         whole = (f"{guesser.model}, a model whose knowledge ends at the cutoff (--probe-model)"
                  if guesser is not None else
                  f"{gateway.model}, told to know nothing after {cutoff_phrase(ctx.window.label)}"
