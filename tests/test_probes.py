@@ -253,7 +253,8 @@ def test_a_probe_that_fails_for_good_is_a_verdict_not_a_crash(
 ) -> None:
     write_jsonl(tmp_path / "candidates.jsonl", [abc()])
     with ScriptedLLM(lambda body: Reply(text="overloaded", status=500)) as llm:
-        assert validate(tmp_path, llm, "--max-retries", "0") == 0
+        # the verdicts are written, then the command says the run is not done (exit 1)
+        assert validate(tmp_path, llm, "--max-retries", "0") == 1
     candidate = read_jsonl(tmp_path / "candidates.jsonl", Candidate)[0]
     assert not candidate.validation.passed
     failure = candidate.validation.failures[0]
@@ -262,7 +263,10 @@ def test_a_probe_that_fails_for_good_is_a_verdict_not_a_crash(
     assert failure.reason.endswith("); run validate again to retry")
     assert "sk-test-probes" not in (tmp_path / "candidates.jsonl").read_text()
     assert candidate.validation.probes["model"] == "target"
-    assert "1 candidates could not be probed: run validate again" in capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert "1 candidates could not be probed: run validate again" in out
+    assert err.rstrip().endswith("validate failed: the probe model could not be asked about 1 "
+                                 "candidates: run validate again once it answers")
     assert (tmp_path / "cuqa.jsonl").read_text() == ""
 
 

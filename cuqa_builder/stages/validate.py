@@ -442,9 +442,13 @@ def run(ctx: RunContext) -> str:
     generation = load_run_info(ctx.out).generation
     summary = _summary(report, len(passed), dataset, extra, yield_lines(validated, failures),
                        generation.known_source if generation else None)
-    if errors := report.failed[CHECKER_ERROR]:  # the verdicts are written; the run is not done
-        raise Unfinished(f"the checker could not be asked about {errors} candidates: run "
-                         "validate again once it answers", summary)
+    # The verdicts are written; a model that could not be asked leaves the run unfinished.
+    unasked = [f"{whom} could not be asked about {n} candidates" for whom, n in (
+        ("the checker", report.failed[CHECKER_ERROR]),
+        ("the probe model", report.failed[PROBE_ERROR]),
+        ("the critic", report.failed[CRITIC_ERROR])) if n]
+    if unasked:
+        raise Unfinished(f"{'; '.join(unasked)}: run validate again once it answers", summary)
     return summary
 
 
