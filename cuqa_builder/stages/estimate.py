@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from cuqa_builder.generation.recipes import RECIPES
-from cuqa_builder.grounding.articles import ArticleLookup, article_snapshot
-from cuqa_builder.jsonio import read_jsonl
+from cuqa_builder.grounding.articles import article_snapshot
+from cuqa_builder.jsonio import count_records
 from cuqa_builder.llm.estimate import CallPlan, describe
 from cuqa_builder.llm.prices import PriceTable
 from cuqa_builder.llm.settings import LOCAL_SLOTS_MAX, resolve_settings
@@ -28,7 +28,7 @@ def _article_requests(ctx: RunContext, names: set[str]) -> str | None:
     snapshot = article_snapshot(ctx)
     if snapshot is not None:
         return f"  articles: read from {articles_dir(snapshot)}, no MediaWiki request"
-    known = len(read_jsonl(ctx.path(ARTICLES), ArticleLookup))
+    known = count_records(ctx.path(ARTICLES))
     return ("  articles: 2 MediaWiki API requests per entity article not looked up yet (its "
             "revision at the end of the cutoff, then MediaWiki's rendering of it), 1 more per "
             f"entity found by search; {known} looked up already (asked again: none)")
