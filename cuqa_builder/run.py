@@ -19,6 +19,7 @@ from cuqa_builder.records import Record
 from cuqa_builder.snapshot import ARTICLES_SUBDIR, SnapshotError
 from cuqa_builder.stages.options import BuildOptions
 from cuqa_builder.validation.limits import Limits
+from cuqa_builder.wiki.wikitext import WIKIPEDIA_INDEX
 from cuqa_builder.window import Window
 
 PAGES_DIR = "pages"
@@ -93,6 +94,19 @@ class Manifest(Record):
     fetched: str | None  # ISO time of the fetch, UTC; None: read from a snapshot
     pages: dict[str, int]  # title -> revid
     snapshot: str | None = None  # the --source directory, when the pages came from one
+
+    @property
+    def index_url(self) -> str | None:
+        """Where revision links point: the wiki the pages were fetched from; None for a
+        snapshot, whose revision ids no wiki has checked."""
+        return None if self.snapshot or not self.api else index_url_for(self.api)
+
+
+def index_url_for(api_url: str | None) -> str:
+    """Revision links point at the wiki the pages came from: `.../api.php` -> `.../index.php`."""
+    if api_url and api_url.endswith("/api.php"):
+        return api_url.removesuffix("api.php") + "index.php"
+    return WIKIPEDIA_INDEX
 
 
 def built_from_snapshot(out: Path) -> Path | None:

@@ -16,9 +16,10 @@ import pytest
 from cuqa_builder.cli.build import main
 from cuqa_builder.jsonio import read_jsonl
 from cuqa_builder.records import Event, Page, PageMeta
+from cuqa_builder.run import index_url_for
 from cuqa_builder.snapshot import read_page, write_page
 from cuqa_builder.stages import events as events_stage
-from cuqa_builder.stages.events import index_url_for, parse_page
+from cuqa_builder.stages.events import parse_page
 from cuqa_builder.wiki.wikitext import ParseError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "wiki"

@@ -53,7 +53,6 @@ from cuqa_builder.run import (
     refuse_shrinking,
 )
 from cuqa_builder.run_lock import run_lock
-from cuqa_builder.stages.events import index_url_for
 from cuqa_builder.validation.limits import Limits
 
 PROG = "cuqa-annotate"
@@ -179,9 +178,9 @@ def source_links(run: Path) -> SourceLinks:
         return SourceLinks.unverified("a run without a page manifest")
     except (OSError, ValueError):
         return SourceLinks.unverified("a run whose page manifest cannot be read")
-    if manifest.snapshot or not manifest.api:
+    if manifest.index_url is None or manifest.api is None:
         return SourceLinks.unverified(f"the local snapshot {manifest.snapshot}")
-    return SourceLinks.fetched(index_url_for(manifest.api), manifest.api)
+    return SourceLinks.fetched(manifest.index_url, manifest.api)
 
 
 def run_limits(run: Path) -> Limits:

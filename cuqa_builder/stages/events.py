@@ -43,6 +43,7 @@ from cuqa_builder.run import (
     NothingProducedError,
     RunContext,
     check_replacement,
+    index_url_for,
     load_run_info,
 )
 from cuqa_builder.snapshot import SnapshotError, iter_snapshot, page_kind
@@ -109,13 +110,6 @@ def _without_nul_lines(page: Page, warn: Warn) -> Page:
                  f"wikitext has ({shown!r})")
     kept = "\n".join(line for line in lines if "\0" not in line)
     return page.model_copy(update={"wikitext": kept})
-
-
-def index_url_for(api_url: str | None) -> str:
-    """Revision links point at the wiki the pages came from: `.../api.php` -> `.../index.php`."""
-    if api_url and api_url.endswith("/api.php"):
-        return api_url.removesuffix("api.php") + "index.php"
-    return WIKIPEDIA_INDEX
 
 
 @dataclass

@@ -53,11 +53,10 @@ from cuqa_builder.run import (
     EVENTS,
     MANIFEST,
     REVIEW_REPORT,
+    Manifest,
     RunContext,
     load_run_info,
 )
-from cuqa_builder.stages.events import index_url_for
-from cuqa_builder.stages.fetch import Manifest
 from cuqa_builder.stages.options import RELEASE_NEEDS_NAME
 from cuqa_builder.validation.checks import describe_checks
 from cuqa_builder.validation.limits import Limits
@@ -199,9 +198,7 @@ def page_origin(manifest_path: Path) -> PageOrigin:
         manifest = read_model(manifest_path, Manifest, "a manifest.json")
     except JsonFileError:
         return PageOrigin(index_url=None)
-    if manifest.snapshot or not manifest.api:
-        return PageOrigin(index_url=None, snapshot=manifest.snapshot)
-    return PageOrigin(index_url=index_url_for(manifest.api))
+    return PageOrigin(index_url=manifest.index_url, snapshot=manifest.snapshot)
 
 
 def _copy_manifest(ctx: RunContext, dest: Path) -> bool:
