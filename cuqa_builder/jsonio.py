@@ -27,6 +27,16 @@ class JsonlError(CuqaError, ValueError):
     """A line of a JSONL file that is not the record expected there (named by path:line)."""
 
 
+def can_write_in(directory: Path) -> bool:
+    """Whether a file can be made in `directory` (the permission bits alone do not say: root
+    ignores them, a read-only mount does not)."""
+    try:
+        with tempfile.TemporaryFile(dir=directory):
+            return True
+    except OSError:
+        return False
+
+
 def iter_jsonl(
     path: Path, model: type[M], lines: Container[int] | None = None
 ) -> Iterator[M]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from datetime import datetime, timezone
@@ -21,6 +20,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from cuqa_builder.errors import CuqaError
+from cuqa_builder.jsonio import can_write_in
 from cuqa_builder.records import Record
 
 log = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ def run_lock(directory: Path, program: str, *, wait: bool = False,
     that writes nothing there (`read_only`) goes on without the lock when the directory cannot
     be written: nobody can write in it then."""
     path = directory / LOCK_FILE
-    if read_only and not _writable(directory):
+    if read_only and not can_write_in(directory):
         log.debug("%s cannot be written: read without its lock", directory)
         yield
         return
@@ -85,16 +85,6 @@ def run_lock(directory: Path, program: str, *, wait: bool = False,
     finally:
         _write_note(path, "")
         lock.release()
-
-
-def _writable(directory: Path) -> bool:
-    """Whether a file can be made in `directory` (the permission bits alone do not say: root
-    ignores them, a read-only mount does not)."""
-    try:
-        with tempfile.TemporaryFile(dir=directory):
-            return True
-    except OSError:
-        return False
 
 
 def _why_no_lock(path: Path, program: str, exc: OSError) -> str:

@@ -7,6 +7,7 @@ import sqlite3
 from pathlib import Path
 
 from cuqa_builder.errors import CuqaError
+from cuqa_builder.jsonio import can_write_in
 
 
 class CacheFileError(CuqaError, RuntimeError):
@@ -46,6 +47,10 @@ def _open_read_only(path: Path, remedy: str) -> sqlite3.Connection:
         try:
             return _connect(path, "ro")
         except sqlite3.OperationalError:
+            # Only where nothing can write: immutable ignores the WAL file, so elsewhere it
+            # would miss the latest calls and is unsafe beside a writer.
+            if can_write_in(path.parent):
+                raise
             return _connect(path, "ro&immutable=1")
     except sqlite3.DatabaseError as exc:
         raise _unusable(path, exc, remedy) from None
