@@ -4,7 +4,9 @@ machine) ends as one later does: one line and exit status 130, not a traceback.
 
 Only the console scripts import this module, and loading it starts a command: until the entry
 point is inside its `try`, Ctrl-C is noted instead of raised (raised, it would surface where
-nothing catches it: at the entry point's own first line), then answered there. Nothing is
+nothing catches it: at the entry point's own first line), then answered there (so a tool or
+test that imports this module without calling an entry point has Ctrl-C noted, not raised:
+import the command modules instead). Nothing is
 imported but what the interpreter loaded with itself: what runs before this module is a window
 in which Ctrl-C prints a traceback (`cuqa_builder/__init__.py` and `cli/__init__.py` import
 nothing either). `shell.run_command` takes over once the command's module is loaded.
