@@ -268,18 +268,21 @@ def _recipe(args: argparse.Namespace, recorded: RunInfo, made: bool) -> dict[str
     generation = recorded.generation
     recipe = args.prompts or (generation.recipe if generation else "connected")
     if made and generation:
-        given = {"--prompts": (recipe, generation.recipe, "recipes")}
-        if recipe == generation.recipe:
-            given["--known-source"] = (args.known_source or generation.known_source,
-                                       generation.known_source, "known sources")
-        for flag, (new, old, what) in given.items():
-            if new != old:
-                raise UsageError(f"{args.out} was generated with {flag} {old}; {flag} {new} "
-                                 f"would mix two {what}' candidates: use another --out")
+        if recipe != generation.recipe:
+            raise _mixes(args.out, "--prompts", generation.recipe, recipe, "recipes")
+        known_source = args.known_source or generation.known_source
+        if known_source != generation.known_source:
+            raise _mixes(args.out, "--known-source", generation.known_source, known_source,
+                         "known sources")
     chosen = {"prompts": recipe}
     if args.known_source is None and generation and generation.recipe == recipe:
         chosen["known_source"] = generation.known_source
     return chosen
+
+
+def _mixes(out: Path, flag: str, old: str, new: str, what: str) -> UsageError:
+    return UsageError(f"{out} was generated with {flag} {old}; {flag} {new} would mix two "
+                      f"{what}' candidates: use another --out")
 
 
 def _change_seed(out: Path, old: int, new: int, reseed: bool, move: bool) -> None:
