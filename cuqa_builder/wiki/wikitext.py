@@ -600,7 +600,8 @@ def _american(node: Template) -> bool:
 
 def _date_text(node: Template, first: int, *, american: bool) -> str:
     year, month, day = (_plain_positional(node, first + i) for i in range(3))
-    name = MONTHS[int(month) - 1] if month.isdigit() and 1 <= int(month) <= 12 else month
+    # isdecimal, not isdigit: "²" is a digit that int() refuses
+    name = MONTHS[int(month) - 1] if month.isdecimal() and 1 <= int(month) <= 12 else month
     day = day.lstrip("0")
     if name and day:
         return f"{name} {day}, {year}" if american else f"{day} {name} {year}"
@@ -621,7 +622,7 @@ def _convert_article(r: _Renderer, node: Template) -> None:
 
 def _thousands(number: str) -> str:
     whole, dot, decimals = number.partition(".")
-    return f"{int(whole):,}{dot}{decimals}" if whole.isdigit() and len(whole) > 4 else number
+    return f"{int(whole):,}{dot}{decimals}" if whole.isdecimal() and len(whole) > 4 else number
 
 
 _UNITS = {  # unit code -> (name, symbol)
