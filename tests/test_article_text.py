@@ -190,6 +190,16 @@ def test_the_kind_is_a_plain_word(infobox: str, kind: str) -> None:
     assert _text(f"{infobox}\n'''X''' is a thing.", "X").kind == kind
 
 
+@pytest.mark.parametrize("html", [None, "<div><p><b>X</b> is a city.</p></div>"])
+def test_an_infobox_in_a_comment_is_no_infobox(html: str | None) -> None:
+    """The wikitext and the rendering are read with one rule: a commented-out infobox is not
+    the page's."""
+    wikitext = ("<!-- {{Infobox person}} -->\n{{Infobox settlement|settlement_type=City}}\n"
+                "'''X''' is a city.")
+    page = Page(meta=PageMeta(title="X", revid=1, timestamp="x"), wikitext=wikitext, html=html)
+    assert article_text(page).kind == "city"
+
+
 def test_a_city_names_its_country_and_province() -> None:
     text = article_text(_page("Port_Aldren"))
     relations = _relations(text)

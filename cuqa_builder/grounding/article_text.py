@@ -31,7 +31,7 @@ from cuqa_builder.records import Link, Page
 from cuqa_builder.text import contains_answer
 from cuqa_builder.wiki.html import read_html
 from cuqa_builder.wiki.rendered import Section, drop_asides, tidy_separators
-from cuqa_builder.wiki.wikitext import infobox_source, iter_lines, parse_wikitext, render
+from cuqa_builder.wiki.wikitext import iter_lines, parse_wikitext, render
 
 _SKIPPED_SECTIONS = frozenset({
     "references", "external links", "notes", "further reading", "see also", "bibliography",
@@ -111,15 +111,13 @@ def article_text(page: Page) -> ArticleText:
 
 @lru_cache(maxsize=256)
 def _parse(title: str, wikitext: str, html: str | None) -> ArticleText:
+    code = parse_wikitext(wikitext)  # the rendering too takes its infobox parameters from here
+    template = infobox_template(code)
     if html is not None:
         rendered = read_html(html)
-        source = infobox_source(wikitext)
-        template = infobox_template(parse_wikitext(source)) if source else None
         return _assemble(title, rendered.sections, rendered.bold, infobox_kind(template),
                          html_relations(rendered.rows, template))
-    code = parse_wikitext(wikitext)
     sections, bold = _rendered_sections(code.nodes)
-    template = infobox_template(code)
     return _assemble(title, sections, bold, infobox_kind(template), wikitext_relations(template))
 
 

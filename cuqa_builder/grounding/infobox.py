@@ -77,7 +77,7 @@ class Relation:
 
 
 def infobox_template(code: Wikicode) -> Template | None:
-    """The page's first infobox (a top-level `{{Infobox ...}}`)."""
+    """The page's first infobox (a top-level `{{Infobox ...}}`, not one in a comment)."""
     return next((t for t in code.filter_templates(recursive=False)
                  if _INFOBOX.match(template_name(t))), None)
 

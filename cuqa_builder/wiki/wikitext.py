@@ -678,25 +678,6 @@ def _article_template_family(name: str) -> Handler | None:
     return None
 
 
-# --- infobox -------------------------------------------------------------------------------
-
-_INFOBOX_START = re.compile(r"\{\{\s*[Ii]nfobox[\s_]")
-
-
-def infobox_source(wikitext: str) -> str | None:
-    """The wikitext of the page's first infobox, found without parsing the whole page (for
-    reading only its parameters)."""
-    found = _INFOBOX_START.search(wikitext)
-    if found is None:
-        return None
-    depth = 0
-    for brace in _BRACES.finditer(wikitext, found.start()):
-        depth += 1 if brace.group() == "{{" else -1
-        if depth == 0:
-            return wikitext[found.start() : brace.end()]
-    return None
-
-
 # --- titles, dates and events -------------------------------------------------------------
 
 
