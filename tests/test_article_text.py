@@ -190,6 +190,13 @@ def test_the_kind_is_a_plain_word(infobox: str, kind: str) -> None:
     assert _text(f"{infobox}\n'''X''' is a thing.", "X").kind == kind
 
 
+def test_a_repeated_parameter_is_one_relation_with_its_last_value() -> None:
+    """As MediaWiki reads it: the last `name=` counts."""
+    text = _text("{{Infobox person|name=[[A]]|birth_place=[[C]]|name=[[B]]}}\n'''X''' is a man.")
+    assert [(r.parameter, _titles(r.values)) for r in text.relations] == [
+        ("name", ["B"]), ("birth_place", ["C"])]
+
+
 @pytest.mark.parametrize("html", [None, "<div><p><b>X</b> is a city.</p></div>"])
 def test_an_infobox_in_a_comment_is_no_infobox(html: str | None) -> None:
     """The wikitext and the rendering are read with one rule: a commented-out infobox is not
