@@ -55,7 +55,8 @@ _OTHER_PROJECTS = frozenset({
     "wikinews", "b", "wikibooks", "v", "wikiversity", "voy", "wikivoyage", "species", "meta", "mw",
 })
 _LANGUAGE = re.compile(r"^[a-z]{2,3}(?:-[a-z]+)?$")
-_PARENTHETICAL = re.compile(r"\s*\([^()]*\)$")
+# A title's qualifier in brackets at its end: "Paris (band)".
+PARENTHETICAL = re.compile(r"\s*\([^()]*\)$")
 _DROPPED_TAGS = frozenset({"references", "gallery", "templatestyles", "imagemap", "timeline"})
 _BREAK_TAGS = frozenset({"br", "hr"})
 # mwparserfromhell gives up on templates nested ~34 deep (counting the page's own wrapper) and
@@ -320,7 +321,7 @@ class _Renderer(TextBuilder):
         if label is None:
             self.link(title, target)
         elif not label.nodes:  # pipe trick: [[Paris (band)|]] shows "Paris"
-            self.link(title, _PARENTHETICAL.sub("", page))
+            self.link(title, PARENTHETICAL.sub("", page))
         else:
             self.link(title, label.nodes)
 
