@@ -286,6 +286,22 @@ def test_the_rendering_is_stored_beside_the_wikitext_and_checked(tmp_path: Path)
         read_page(page_path(tmp_path, page.meta.title))
 
 
+def test_a_page_without_a_rendering_leaves_no_older_one_behind(tmp_path: Path) -> None:
+    page = _page("Kestrian_Isles", html=True)
+    write_page(tmp_path, page)
+    write_page(tmp_path, page.model_copy(update={"html": None}))
+    assert not page_path(tmp_path, page.meta.title).with_suffix(".html").exists()
+    assert read_page(page_path(tmp_path, page.meta.title)).html is None
+
+
+def test_a_rendering_its_sidecar_does_not_name_is_not_read(tmp_path: Path) -> None:
+    page = _page("Kestrian_Isles")
+    write_page(tmp_path, page)
+    page_path(tmp_path, page.meta.title).with_suffix(".html").write_text("<p>stray</p>",
+                                                                         encoding="utf-8")
+    assert read_page(page_path(tmp_path, page.meta.title)).html is None
+
+
 def test_a_revision_id_is_one_or_more() -> None:
     assert PageMeta(title="Varno", revid=1, timestamp="x").revid == 1
     with pytest.raises(ValueError, match="a revision id is 1 or more, not 0"):
