@@ -256,11 +256,12 @@ def test_an_article_is_fetched_with_its_rendering_and_read_offline_the_same(
                            source=tmp_path / "pages")
     offline.ensure([isles])
     again = offline.page(offline.lookup(isles))
-    assert again is not None and article_text(again) == article_text(fetched)
+    # the same text read back (article_text's cache would make equal reads of it equal anyway)
+    assert again is not None and (again.wikitext, again.html) == (fetched.wikitext, fetched.html)
     assert article_text(again).relations[0].label == "Capital and largest city"
 
 
-def test_a_revision_without_a_rendering_is_a_wiki_error() -> None:
+def test_rendering_an_unknown_revision_is_a_wiki_error() -> None:
     with MediaWikiServer({"Varno": "'''Varno''' is a town."}) as wiki, \
             MediaWikiClient(wiki.api_url, min_interval_s=0) as client:
         assert "Varno" in client.rendered_html("Varno", 1000)
