@@ -18,13 +18,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence, Set
 from dataclasses import dataclass
-
-from mwparserfromhell.nodes import Template
-from mwparserfromhell.wikicode import Wikicode
+from typing import TYPE_CHECKING
 
 from cuqa_builder.records import Link
 from cuqa_builder.wiki.rendered import Rendered, tidy_separators
 from cuqa_builder.wiki.wikitext import article_title, render, template_name
+
+if TYPE_CHECKING:  # named only in type hints
+    from mwparserfromhell.nodes import Template
+    from mwparserfromhell.wikicode import Wikicode
 
 _INFOBOX = re.compile(r"^infobox\b[\s_]*")
 # Infoboxes of people, whatever their trade ("officeholder", "tennis biography", "writer").
