@@ -4,8 +4,8 @@ The fetch stage writes a run's `pages/` in this format, so a run directory is it
 that `--source` can read offline. Entity articles as of the cutoff (`"kind": "article"`) sit in
 the snapshot's `articles/` folder, apart from the event pages the events stage parses (and so
 that an article titled like a year article cannot overwrite it); an article fetched from the
-API has MediaWiki's rendering of its revision beside it (`NAME.html`, its sha256 in the
-sidecar), so that an offline re-run reads what the first run read.
+API has MediaWiki's rendering of its revision beside it (`NAME.html`, read only when the
+sidecar gives its sha256), so that an offline re-run reads what the first run read.
 """
 
 from __future__ import annotations
@@ -59,6 +59,8 @@ def write_page(directory: Path, page: Page) -> Path:
     if page.html is not None:
         atomic_write_text(directory / f"{stem}.html", page.html)
     write_meta(directory, meta)
+    if page.html is None:  # an older revision's rendering is not this one's
+        (directory / f"{stem}.html").unlink(missing_ok=True)
     return directory / f"{stem}.wiki"
 
 
@@ -94,7 +96,8 @@ def read_page(wiki_path: Path) -> Page:
     html_path = wiki_path.with_suffix(".html")
     if meta.html_sha256 and not html_path.exists():
         raise SnapshotError(f"{html_path.name} is missing (its sidecar gives its sha256)")
-    html = _read_checked(html_path, meta.html_sha256) if html_path.exists() else None
+    # only the rendering its sidecar names: any other `.html` there is unchecked
+    html = _read_checked(html_path, meta.html_sha256) if meta.html_sha256 else None
     return Page(meta=meta, wikitext=text, html=html)
 
 

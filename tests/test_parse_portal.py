@@ -505,6 +505,14 @@ def test_a_bullet_with_children_but_its_own_citation_is_an_event():
     ("* Quarter-final in [[Málaga]]: Italy beat Spain 2–1.", [],
      "Quarter-final in Málaga: Italy beat Spain 2–1."),
     ("* Group B, in [[Abidjan]]: Mali draw 1–1.", [], "Group B, in Abidjan: Mali draw 1–1."),
+    ("* Semi-final at [[Wembley Stadium|Wembley]]: England beat Denmark 2–1.", [],
+     "Semi-final at Wembley: England beat Denmark 2–1."),
+    ("* Stage 5 from [[Nice]] to [[Lyon]]: Pogačar wins.", [],
+     "Stage 5 from Nice to Lyon: Pogačar wins."),
+    # a topic placed somewhere is still the topic the news is filed under
+    ("* Violence in [[Iraq]]: A bomb kills 12.", ["Violence in Iraq"], "A bomb kills 12."),
+    ("* Elections in [[Peru]]: Voters go to the polls.", ["Elections in Peru"],
+     "Voters go to the polls."),
 ])
 def test_old_era_inline_topics(line, topics, text):
     event = one_event(line + " [http://a.example.com Source]")

@@ -12,9 +12,19 @@ from typing import Any
 
 import pytest
 
+from cuqa_builder.grounding.evidence import checker_lines
 from cuqa_builder.llm.gateway import open_gateway
 from cuqa_builder.llm.settings import LLMSettings
-from cuqa_builder.records import Candidate, Entity, EventRef, GeneratorInfo, Intermediates
+from cuqa_builder.records import (
+    Candidate,
+    CheckerCheck,
+    CheckerVerdict,
+    Entity,
+    EventRef,
+    GeneratorInfo,
+    Intermediates,
+    Validation,
+)
 from cuqa_builder.testing.openai_server import Reply, ScriptedLLM, last_user_message
 from cuqa_builder.verification.answers import decided
 from cuqa_builder.verification.checker import ItemChecker, Outcome, failure_reason
@@ -301,3 +311,30 @@ def test_another_name_of_the_answer_is_no_other_answer(tmp_path: Path) -> None:
         outcome = _check(llm, tmp_path, item)
         assert llm.calls == 3 + 1
     assert _verdicts(outcome)["one_answer"] is True
+
+
+def test_each_check_reads_as_one_line_for_annotators() -> None:
+    """`checker_lines`: the guesses counted and which checker made them (one whose knowledge
+    ends at the cutoff, or one told to know nothing after it), the open-book answer, and what
+    else fits."""
+    def verdict(check: CheckerCheck, passed: bool = True, **fields: Any) -> CheckerVerdict:
+        return CheckerVerdict(check=check, question="q", reply="r", model="checker",
+                              passed=passed, **fields)
+
+    guesses = ["NYSE", "LSE", "Nasdaq"]
+    validation = Validation(passed=False, connected=[
+        verdict("unknown_before_cutoff", guesses=guesses, counted=2, knowledge="cutoff"),
+        verdict("unknown_before_cutoff", False, guesses=guesses, knowledge="told"),
+        verdict("answered_with_event", answer="Nasdaq"),
+        verdict("one_answer", False, others=["NYSE", "LSE"]),
+        verdict("one_answer"),
+    ])
+    assert checker_lines(_item().model_copy(update={"validation": validation})) == [
+        "✓ unknown before the cutoff: checker, knowing only what was known at the cutoff, "
+        "guesses: NYSE; LSE",
+        "✗ unknown before the cutoff: checker, told to know nothing after the cutoff, guesses: "
+        "NYSE; LSE; Nasdaq",
+        '✓ answered with the event: checker, given the event, answers "Nasdaq"',
+        "✗ one answer: checker finds that else fits: NYSE; LSE",
+        "✓ one answer: checker finds that else fits: nothing",
+    ]

@@ -31,7 +31,7 @@ from cuqa_builder.records import Link, Page
 from cuqa_builder.text import contains_answer
 from cuqa_builder.wiki.html import read_html
 from cuqa_builder.wiki.rendered import Section, drop_asides, tidy_separators
-from cuqa_builder.wiki.wikitext import infobox_source, iter_lines, parse_wikitext, render
+from cuqa_builder.wiki.wikitext import PARENTHETICAL, iter_lines, parse_wikitext, render
 
 _SKIPPED_SECTIONS = frozenset({
     "references", "external links", "notes", "further reading", "see also", "bibliography",
@@ -47,7 +47,6 @@ _PASSAGE_SENTENCES = 8  # a lead longer than this is cut: a passage, not a whole
 _LABEL_LINE = re.compile(r"^[\w ,'’()-]{1,40}:$")
 _THE_BEFORE = re.compile(r"\b[Tt]he\s+$")
 _THE = re.compile(r"^the\s+", re.IGNORECASE)
-_QUALIFIER = re.compile(r"\s*\([^()]*\)$")
 _INLINE_TAGS = frozenset({"i", "span", "small", "big", "u", "s", "abbr", "font"})
 
 
@@ -111,15 +110,13 @@ def article_text(page: Page) -> ArticleText:
 
 @lru_cache(maxsize=256)
 def _parse(title: str, wikitext: str, html: str | None) -> ArticleText:
+    code = parse_wikitext(wikitext)  # the rendering too takes its infobox parameters from here
+    template = infobox_template(code)
     if html is not None:
         rendered = read_html(html)
-        source = infobox_source(wikitext)
-        template = infobox_template(parse_wikitext(source)) if source else None
         return _assemble(title, rendered.sections, rendered.bold, infobox_kind(template),
                          html_relations(rendered.rows, template))
-    code = parse_wikitext(wikitext)
     sections, bold = _rendered_sections(code.nodes)
-    template = infobox_template(code)
     return _assemble(title, sections, bold, infobox_kind(template), wikitext_relations(template))
 
 
@@ -207,7 +204,7 @@ def _definite(lead: str, names: Sequence[str]) -> frozenset[str]:
     Great Britain and Northern Ireland, commonly known as the United Kingdom (UK)"), with the
     abbreviations it gives them there ("UK"), case-folded."""
     definite: set[str] = set()
-    bare = (_THE.sub("", _QUALIFIER.sub("", name)) for name in names)
+    bare = (_THE.sub("", PARENTHETICAL.sub("", name)) for name in names)
     for name in dict.fromkeys(n for n in bare if n):
         found = re.search(rf"(?<!\w){re.escape(name)}(?!\w)", lead)
         if found is None or not _THE_BEFORE.search(lead[:found.start()]):

@@ -35,7 +35,7 @@ from cuqa_builder.snapshot import (
     write_page,
 )
 from cuqa_builder.wiki.client import MediaWikiClient, RevisionAt, WikiError
-from cuqa_builder.wiki.wikitext import revision_url
+from cuqa_builder.wiki.wikitext import article_title, revision_url
 
 log = logging.getLogger(__name__)
 
@@ -289,7 +289,7 @@ def _through_redirects(
 
 def _redirect_target(wikitext: str) -> str | None:
     match = _REDIRECT.match(wikitext)
-    return match[1].strip().replace("_", " ") if match else None
+    return article_title(match[1]) if match else None
 
 
 def _redirect_loop(key: str, by: LookupKind, title: str, chain: list[str],

@@ -16,15 +16,17 @@ parameter whose links (else text) it shows, so that its parameter is known too.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Sequence, Set
 from dataclasses import dataclass
-
-from mwparserfromhell.nodes import Template
-from mwparserfromhell.wikicode import Wikicode
+from typing import TYPE_CHECKING
 
 from cuqa_builder.records import Link
 from cuqa_builder.wiki.rendered import Rendered, tidy_separators
 from cuqa_builder.wiki.wikitext import article_title, render, template_name
+
+if TYPE_CHECKING:  # named only in type hints
+    from mwparserfromhell.nodes import Template
+    from mwparserfromhell.wikicode import Wikicode
 
 _INFOBOX = re.compile(r"^infobox\b[\s_]*")
 # Infoboxes of people, whatever their trade ("officeholder", "tennis biography", "writer").
@@ -77,7 +79,7 @@ class Relation:
 
 
 def infobox_template(code: Wikicode) -> Template | None:
-    """The page's first infobox (a top-level `{{Infobox ...}}`)."""
+    """The page's first infobox (a top-level `{{Infobox ...}}`, not one in a comment)."""
     return next((t for t in code.filter_templates(recursive=False)
                  if _INFOBOX.match(template_name(t))), None)
 
@@ -127,9 +129,8 @@ def wikitext_relations(template: Template | None) -> list[Relation]:
     if template is None:
         return []
     found = []
-    for name in value_parameters(template):
-        value = render(template.get(name).value.nodes, article=True)
-        relation = _relation(name, _label(template, name), value)
+    for name, value in value_parameters(template):
+        relation = _relation(name, _label(template, name), render(value.nodes, article=True))
         if relation is not None:
             found.append(relation)
     return _with_capital(found)
@@ -148,22 +149,25 @@ def html_relations(rows: Sequence[tuple[str, Rendered]], template: Template | No
     return _with_capital(found)
 
 
-def value_parameters(template: Template) -> list[str]:
-    """The parameters holding a value (not a label, a caption, a file or a display setting)."""
-    return [str(param.name).strip() for param in template.params
-            if param.showkey and param.value.strip() and not _NOT_A_VALUE.search(
-                str(param.name).strip()) and not _labels_another(template, str(param.name).strip())
-            and not _SETTING.match(param.value.strip_code().strip())]
+def value_parameters(template: Template) -> list[tuple[str, Wikicode]]:
+    """The parameters holding a value (not a label, a caption, a file or a display setting),
+    each once with its value: a repeated one's last, the one MediaWiki reads."""
+    values = {str(param.name).strip(): param.value for param in template.params
+              if param.showkey}
+    return [(name, value) for name, value in values.items()
+            if value.strip() and not _NOT_A_VALUE.search(name)
+            and not _labels_another(values.keys(), name)
+            and not _SETTING.match(value.strip_code().strip())]
 
 
-def _labels_another(template: Template, name: str) -> bool:
+def _labels_another(names: Set[str], name: str) -> bool:
     found = _MAYBE_LABEL.match(name)
     if found is None:
         return False
     base, number = found.groups()
     labelled = [f"{base}{number}", f"{base}_name{number}", f"{base}_date{number}",
                 f"{base}_info{number}"]
-    return any(template.has(candidate) for candidate in labelled)
+    return any(candidate in names for candidate in labelled)
 
 
 def _label(template: Template, name: str) -> str | None:
@@ -247,8 +251,7 @@ class _ParameterKeys:
     def __init__(self, template: Template | None) -> None:
         self.links: dict[str, set[str]] = {}
         self.texts: dict[str, str] = {}
-        for name in value_parameters(template) if template is not None else ():
-            value = template.get(name).value  # type: ignore[union-attr]
+        for name, value in value_parameters(template) if template is not None else ():
             self.links[name] = {title.casefold() for link in value.filter_wikilinks()
                                 if (title := article_title(str(link.title)))}
             self.texts[name] = _normal(render(value.nodes, article=True).text)

@@ -111,7 +111,7 @@ def _unread(element: lxml.html.HtmlElement) -> bool:
         return True
     if _classes(element) & _UNREAD_CLASSES or _HIDDEN.search(element.get("style") or ""):
         return True
-    return element.tag == "a" and _namespace(element.get("href") or "") == "help"
+    return element.tag == "a" and _namespace(_href_title(element.get("href") or "")) == "help"
 
 
 def _heading(element: lxml.html.HtmlElement) -> Section | None:
@@ -165,18 +165,17 @@ def _foreign(element: lxml.html.HtmlElement) -> bool:
     return bool(language) and language != "en" and not language.startswith("en-")
 
 
-def _namespace(href: str) -> str:
-    title = _href_title(href) or ""
-    return title.partition(":")[0].lower() if ":" in title else ""
+def _namespace(title: str | None) -> str:
+    return title.partition(":")[0].lower() if title and ":" in title else ""
 
 
 def _href_title(href: str) -> str | None:
-    """The page an internal link points to (a red link's too), spaces for underscores."""
+    """The page an internal link points to (a red link's too), as `article_title` writes it."""
     if "redlink=1" in href or href.startswith("/w/index.php"):
         titles = parse_qs(urlsplit(href).query).get("title")
-        return titles[0].replace("_", " ") if titles else None
+        return article_title(titles[0]) if titles else None
     if href.startswith("/wiki/"):
-        return unquote(href[len("/wiki/"):]).split("#", 1)[0].replace("_", " ")
+        return article_title(unquote(href[len("/wiki/"):]))
     return None
 
 
@@ -185,9 +184,7 @@ def _link_title(anchor: lxml.html.HtmlElement) -> str | None:
     if "extiw" in _classes(anchor) or "external" in _classes(anchor):
         return None
     title = _href_title(anchor.get("href") or "")
-    if not title or _namespace(anchor.get("href") or "") in _NOT_ARTICLES:
-        return None
-    return article_title(title)
+    return None if _namespace(title) in _NOT_ARTICLES else title
 
 
 class _Walker(TextBuilder):

@@ -65,8 +65,16 @@ _TOPIC_CONNECTORS = frozenset({
     "of", "the", "and", "in", "on", "at", "for", "to", "a", "an", "de", "la", "le", "del", "du",
     "von", "van", "&", "-", "–", "/", "vs.", "v.",
 })
-# Words that make a linked prefix say where something happened, not what it is filed under.
+# Words that make a linked prefix say where something happened...
 _WHERE = frozenset({"in", "at", "near", "on", "from"})
+# ...when what happened there is a sports round or stage (with its letter or number): "Quarter-
+# final in [[Málaga]]:", "Group B, in [[Abidjan]]:" are part of the news; other words before
+# the place name a topic the news is filed under ("Violence in [[Iraq]]:").
+_ROUND = re.compile(
+    r"\b(?:(?:(?:quarter|semi|eighth)-?)?finals?|group (?:stage|[a-z\d]{1,2})|play-?offs?|"
+    r"qualif\w*|(?:round|stage|leg|match|matchday|game)(?: of \d+| [a-z\d]{1,3})?),?$",
+    re.IGNORECASE,
+)
 # What may stand between the links of a topic line naming several topics.
 _TOPIC_SEPARATORS = re.compile(r"^(?:[\s,;:/&.]|\band\b)*$")
 _SENTENCE_PUNCTUATION = re.compile(r"[.!?;\"“”]")
@@ -191,9 +199,16 @@ def split_inline_topic(rendered: Rendered) -> tuple[list[str], Rendered] | None:
         return None
     if not prefix.spans and not rest_text[0].isupper() and not rest_text[0].isdigit():
         return None  # a plain-words prefix must be followed by a new sentence
-    if prefix.spans and _WHERE.intersection(prefix.between_links().lower().split()):
-        return None  # "Quarter-final in [[Málaga]]:" says where: it is part of the news
+    if prefix.spans and _places_a_round(prefix):
+        return None
     return topic_titles(prefix), rest
+
+
+def _places_a_round(prefix: Rendered) -> bool:
+    """Whether a prefix says where a sports round was played (see `_ROUND`)."""
+    words = prefix.text.split()
+    where = next((i for i, word in enumerate(words) if word.lower() in _WHERE), None)
+    return where is not None and bool(_ROUND.search(" ".join(words[:where])))
 
 
 def _first_colon_outside_links(rendered: Rendered) -> int | None:

@@ -55,7 +55,8 @@ _OTHER_PROJECTS = frozenset({
     "wikinews", "b", "wikibooks", "v", "wikiversity", "voy", "wikivoyage", "species", "meta", "mw",
 })
 _LANGUAGE = re.compile(r"^[a-z]{2,3}(?:-[a-z]+)?$")
-_PARENTHETICAL = re.compile(r"\s*\([^()]*\)$")
+# A title's qualifier in brackets at its end: "Paris (band)".
+PARENTHETICAL = re.compile(r"\s*\([^()]*\)$")
 _DROPPED_TAGS = frozenset({"references", "gallery", "templatestyles", "imagemap", "timeline"})
 _BREAK_TAGS = frozenset({"br", "hr"})
 # mwparserfromhell gives up on templates nested ~34 deep (counting the page's own wrapper) and
@@ -320,7 +321,7 @@ class _Renderer(TextBuilder):
         if label is None:
             self.link(title, target)
         elif not label.nodes:  # pipe trick: [[Paris (band)|]] shows "Paris"
-            self.link(title, _PARENTHETICAL.sub("", page))
+            self.link(title, PARENTHETICAL.sub("", page))
         else:
             self.link(title, label.nodes)
 
@@ -600,7 +601,8 @@ def _american(node: Template) -> bool:
 
 def _date_text(node: Template, first: int, *, american: bool) -> str:
     year, month, day = (_plain_positional(node, first + i) for i in range(3))
-    name = MONTHS[int(month) - 1] if month.isdigit() and 1 <= int(month) <= 12 else month
+    # isdecimal, not isdigit: "²" is a digit that int() refuses
+    name = MONTHS[int(month) - 1] if month.isdecimal() and 1 <= int(month) <= 12 else month
     day = day.lstrip("0")
     if name and day:
         return f"{name} {day}, {year}" if american else f"{day} {name} {year}"
@@ -621,7 +623,7 @@ def _convert_article(r: _Renderer, node: Template) -> None:
 
 def _thousands(number: str) -> str:
     whole, dot, decimals = number.partition(".")
-    return f"{int(whole):,}{dot}{decimals}" if whole.isdigit() and len(whole) > 4 else number
+    return f"{int(whole):,}{dot}{decimals}" if whole.isdecimal() and len(whole) > 4 else number
 
 
 _UNITS = {  # unit code -> (name, symbol)
@@ -674,25 +676,6 @@ def _article_template_family(name: str) -> Handler | None:
         return _foreign(1)
     if name.startswith(_PRONUNCIATION_PREFIXES):
         return _pronunciation
-    return None
-
-
-# --- infobox -------------------------------------------------------------------------------
-
-_INFOBOX_START = re.compile(r"\{\{\s*[Ii]nfobox[\s_]")
-
-
-def infobox_source(wikitext: str) -> str | None:
-    """The wikitext of the page's first infobox, found without parsing the whole page (for
-    reading only its parameters)."""
-    found = _INFOBOX_START.search(wikitext)
-    if found is None:
-        return None
-    depth = 0
-    for brace in _BRACES.finditer(wikitext, found.start()):
-        depth += 1 if brace.group() == "{{" else -1
-        if depth == 0:
-            return wikitext[found.start() : brace.end()]
     return None
 
 
