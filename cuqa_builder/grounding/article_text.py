@@ -108,14 +108,23 @@ def article_text(page: Page) -> ArticleText:
     return _parse(page.meta.title, page.wikitext, page.html)
 
 
+# The first section heading: the infobox is in the lead, above it.
+_FIRST_HEADING = re.compile(r"^==[^=]", re.MULTILINE)
+
+
 @lru_cache(maxsize=256)
 def _parse(title: str, wikitext: str, html: str | None) -> ArticleText:
-    code = parse_wikitext(wikitext)  # the rendering too takes its infobox parameters from here
-    template = infobox_template(code)
     if html is not None:
+        # The rendering takes its infobox parameters from the wikitext's lead: only it is
+        # parsed (a whole article is five times the work, for nothing more).
+        heading = _FIRST_HEADING.search(wikitext)
+        template = infobox_template(parse_wikitext(wikitext[:heading.start()] if heading
+                                                  else wikitext))
         rendered = read_html(html)
         return _assemble(title, rendered.sections, rendered.bold, infobox_kind(template),
                          html_relations(rendered.rows, template))
+    code = parse_wikitext(wikitext)
+    template = infobox_template(code)
     sections, bold = _rendered_sections(code.nodes)
     return _assemble(title, sections, bold, infobox_kind(template), wikitext_relations(template))
 
