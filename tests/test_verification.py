@@ -29,7 +29,7 @@ from cuqa_builder.testing.openai_server import Reply, ScriptedLLM, last_user_mes
 from cuqa_builder.verification.answers import decided
 from cuqa_builder.verification.checker import ItemChecker, Outcome, failure_reason
 from cuqa_builder.verification.masking import masked_description
-from cuqa_builder.verification.replies import parse_guesses, parse_open_book
+from cuqa_builder.verification.replies import Unreadable, read_guesses, read_open_book
 
 NOT_IT = "1. Atlantis\n2. El Dorado\n3. Avalon\n4. Lemuria\n5. Shangri-La"
 CLEAN_OPEN_BOOK = "Answer: {answer}\nOther things the description fits: none\n" \
@@ -167,7 +167,7 @@ def test_a_checker_that_gives_no_guesses_measured_nothing(tmp_path: Path) -> Non
     with ScriptedLLM(Checker(_honest("Nasdaq", whole="Unknown."))) as llm:
         outcome = _check(llm, tmp_path, _item())
     assert _verdicts(outcome)["unknown_before_cutoff"] is False
-    assert "gave no guesses" in failure_reason(outcome.verdicts[1])
+    assert "cannot be read (no guess given)" in failure_reason(outcome.verdicts[1])
 
 
 def test_a_reworded_answer_is_judged_the_same_with_one_call(tmp_path: Path) -> None:
@@ -263,23 +263,49 @@ def test_an_answer_is_decided_by_its_names_before_any_judge(
                                                                        "G7"]),
     ("```json\n[\"Ankara\", \"Istanbul\"]\n```", ["Ankara", "Istanbul"]),
     ('{"guesses": ["Ankara", "Izmir"]}', ["Ankara", "Izmir"]),
+    ('```json\n{"reasoning": "the largest city", "final_answer": "Ankara"}\n```', ["Ankara"]),
     ("Guesses:\n- Paris, France\n- Lyon", ["Paris, France", "Lyon"]),
+    ("Guess 1: Atlantis\nGuess 2: Ankara", ["Atlantis", "Ankara"]),
+    ("1. Star Wars: The Force Awakens\n2. Avatar", ["Star Wars: The Force Awakens", "Avatar"]),
     ("NATO; EU; G7", ["NATO", "EU", "G7"]),
-    ("Unknown.", []),
+    ("St. Louis; U.S. Steel", ["St. Louis", "U.S. Steel"]),
 ])
 def test_guesses_are_read_from_the_shapes_models_write(reply: str, guesses: list[str]) -> None:
-    assert parse_guesses(reply) == guesses
+    assert read_guesses(reply) == guesses
+
+
+@pytest.mark.parametrize(("reply", "why"), [
+    ("Unknown.", "no guess given"),
+    ("", "an empty reply"),
+    ("I cannot know this: the question is about events after my knowledge cutoff.",
+     "a sentence"),
+    ('{"reasoning": "it is hard to say", "confidence": "low"}', "a JSON object without guesses"),
+    ("It is probably Ankara.", "a sentence"),
+])
+def test_a_reply_that_is_no_list_of_guesses_is_unreadable(reply: str, why: str) -> None:
+    read = read_guesses(reply)
+    assert isinstance(read, Unreadable) and why in read.why
 
 
 def test_the_open_book_reply_is_read_from_lines_or_json() -> None:
-    read = parse_open_book("**Answer:** Be'eri\nOther things the description fits: Kfar Aza; "
-                           "Nir Oz\nOther right answers: none.")
+    read = read_open_book("**Answer:** Be'eri\nOther things the description fits: Kfar Aza; "
+                          "Nir Oz\nOther right answers: none.")
+    assert not isinstance(read, Unreadable)
     assert (read.answer, read.other_fits, read.other_answers) == ("Be'eri", ["Kfar Aza",
-                                                                             "Nir Oz"], [])
-    fenced = parse_open_book('```json\n{"answer": "Ankara", "other_right_answers": '
-                             '["Istanbul"]}\n```')
+                                                                            "Nir Oz"], [])
+    fenced = read_open_book('```json\n{"answer": "Ankara", "other things the description '
+                            'fits": [], "other_right_answers": ["Istanbul"]}\n```')
+    assert not isinstance(fenced, Unreadable)
     assert (fenced.answer, fenced.other_answers) == ("Ankara", ["Istanbul"])
-    assert parse_open_book("Nasdaq").answer == "Nasdaq"
+
+
+def test_an_open_book_reply_without_its_lines_measures_nothing() -> None:
+    assert isinstance(read_open_book("Nasdaq"), Unreadable)  # no Answer: line
+    prose = read_open_book("Answer: Ankara, though Istanbul and Izmir fit as well")
+    assert not isinstance(prose, Unreadable) and prose.others_unreadable is not None
+    empty = read_open_book("Answer:\nOther things the description fits: none\n"
+                           "Other right answers: none")
+    assert not isinstance(empty, Unreadable) and empty.answer == ""
 
 
 @pytest.mark.parametrize(("description", "masked"), [

@@ -28,12 +28,12 @@ from pydantic import BaseModel
 
 from cuqa_builder.errors import CuqaError
 from cuqa_builder.generation.output_parsing import OutputError, parse_passage, parse_question
-from cuqa_builder.generation.structural import Token
 from cuqa_builder.grounding.article_text import with_article
 from cuqa_builder.grounding.infobox import Relation
 from cuqa_builder.grounding.keys import entity_key
 from cuqa_builder.llm.client import LLMClient, prompt_request
 from cuqa_builder.llm.types import LLMError
+from cuqa_builder.ner import Token
 from cuqa_builder.prompts import PromptTemplate, load_prompt
 from cuqa_builder.records import (
     Candidate,

@@ -26,6 +26,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from cuqa_builder.ner import Token
+
 # Prepositions after which the bridge is where the event happened.
 _PLACE_PREPOSITIONS = frozenset({"in", "at", "on", "near", "across", "inside", "off", "over"})
 _SUBJECT, _OBJECT = frozenset({"nsubj", "nsubjpass"}), frozenset({"dobj"})
@@ -77,22 +79,6 @@ _PAST_PARTICIPLES = {
 _DOUBLING = frozenset({"admit", "commit", "compel", "control", "expel", "omit", "patrol",
                        "permit", "prefer", "propel", "refer", "regret", "submit", "transfer",
                        "acquit", "equip", "occur"})
-
-
-@dataclass(frozen=True)
-class Token:
-    """What the description needs of one token of spaCy's parse (ner.py makes these)."""
-
-    index: int
-    text: str
-    space: str  # the whitespace after it
-    start: int  # character offset in the text
-    dep: str
-    head: int  # index of its head (its own index for a sentence's root)
-    tag: str  # Penn Treebank tag
-    sentence: int  # which sentence of the text it is in
-    lemma: str = ""  # its dictionary form ("defeating" -> "defeat")
-    name: bool = False  # part of a name, so a capital that starts the sentence stays
 
 
 def plural(noun: str) -> bool:

@@ -39,7 +39,6 @@ from cuqa_builder.generation.bridges import RENAMED
 from cuqa_builder.generation.estimate import StepRates, plan_easy, plan_hard
 from cuqa_builder.generation.hard import choose_pairs, merge_pair
 from cuqa_builder.generation.recipes import RECIPES
-from cuqa_builder.generation.structural import Token
 from cuqa_builder.generation.yield_report import Reasons, item_calls, stage_line
 from cuqa_builder.grounding.article_text import article_text
 from cuqa_builder.grounding.articles import ArticleStore, open_article_store
@@ -57,7 +56,7 @@ from cuqa_builder.llm.estimate import CallPlan, calibration, compare
 from cuqa_builder.llm.gateway import Gateway, open_gateway
 from cuqa_builder.llm.settings import LLMSettings, resolve_settings
 from cuqa_builder.llm.types import GatewayStats, LLMError
-from cuqa_builder.ner import EntityExtractor, parse_tokens
+from cuqa_builder.ner import EntityExtractor, Token, parse_tokens
 from cuqa_builder.ner_memo import NerMemo
 from cuqa_builder.records import Candidate, Entity, Event, GenerationFailure
 from cuqa_builder.refresh import stale_candidates

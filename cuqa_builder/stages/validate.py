@@ -84,6 +84,7 @@ from cuqa_builder.verification.checker import (
     GUESS_TEMPLATE,
     OPEN_BOOK_SAMPLING,
     OPEN_BOOK_TEMPLATE,
+    UNREADABLE,
     cutoff_phrase,
 )
 from cuqa_builder.verification.masking import masked_question
@@ -370,6 +371,10 @@ def _summary(
     if errors := report.failed[CHECKER_ERROR]:  # first: it explains the rest
         lines.append(f"  the checker could not be asked about {errors} candidates (they fail "
                      f"{CHECKER_ERROR}): run validate again once it answers")
+    if unreadable := report.failed[UNREADABLE]:
+        lines.append(f"  the checker's replies about {unreadable} candidates could not be read "
+                     f"(they fail {UNREADABLE}: nothing was measured; each reply is quoted in "
+                     "its failure)")
     if total and not passed and not report.failed[CHECKER_ERROR]:
         shown = [*names, *(name for _, more in extra for name in more)]
         lines.append(_nothing_passed(report, shown, known_source))
@@ -399,7 +404,8 @@ def run(ctx: RunContext) -> str:
     settings = ValidationInfo(limits=limits)
     if model := checker_model(ctx):
         line = asyncio.run(_ask_checker(ctx, model, candidates, report))
-        extra.append((line, CHECKER_CHECKS))
+        extra.append((line, (*CHECKER_CHECKS, *((UNREADABLE,) if report.failed[UNREADABLE]
+                                                 else ()))))
         settings = settings.model_copy(update={
             "check_model": model, "guesses": options.checks.guesses,
             "prompts": {name: load_prompt(name).sha256 for name in CHECKER_TEMPLATES},

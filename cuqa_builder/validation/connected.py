@@ -15,7 +15,12 @@ from cuqa_builder.llm.types import LLMError
 from cuqa_builder.records import Candidate, CheckerVerdict, CheckFailure, Validation
 from cuqa_builder.validation.checks import CheckReport
 from cuqa_builder.validation.probes import ask_each, record_outcomes
-from cuqa_builder.verification.checker import ItemChecker, failure_reason
+from cuqa_builder.verification.checker import (
+    UNREADABLE,
+    ItemChecker,
+    failure_check,
+    failure_reason,
+)
 
 CHECKER_ERROR = "checker_error"
 
@@ -39,8 +44,9 @@ def record_checker(
     def judge(validation: Validation, verdicts: list[CheckerVerdict]) -> list[CheckFailure]:
         validation.connected = verdicts
         report.applied.update({v.check for v in verdicts})
-        failed = {v.check: CheckFailure(check=v.check, reason=failure_reason(v))
+        failed = {v.check: CheckFailure(check=failure_check(v), reason=failure_reason(v))
                   for v in verdicts if not v.passed}
+        report.applied[UNREADABLE] += 1  # every reply read: those that could not be fail
         return list(failed.values())
 
     record_outcomes(report, indexes, outcomes, asked=f"the checker {model}",

@@ -15,10 +15,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from cuqa_builder.judge import judge
+from cuqa_builder.judge import judge_reply
 from cuqa_builder.llm.client import LLMClient
 from cuqa_builder.records import Candidate
 from cuqa_builder.text import contains_answer, normalize_answer
+from cuqa_builder.verification.replies import Unreadable
 
 JUDGE_PROMPT = "reworded"  # names the several acceptable forms of an answer
 BY_ALIAS, BY_JUDGE = "alias", "judge"
@@ -93,18 +94,27 @@ def decided(said: str, names: Sequence[str]) -> bool | None:
 
 async def names_the_answer(
     client: LLMClient, question: str, said: str, names: Sequence[str]
-) -> str | None:
-    """How `said` names the answer (`alias` or `judge`), or None when it does not."""
+) -> str | None | Unreadable:
+    """How `said` names the answer (`alias` or `judge`), None when it does not, `Unreadable`
+    when the judge it took gave no verdict (nothing measured)."""
     verdict = decided(said, names)
     if verdict is None:
-        verdict = await judge(client, question, said, list(names), prompt_name=JUDGE_PROMPT)
-        return BY_JUDGE if verdict else None
+        judged = await judge_reply(client, question, said, list(names), prompt_name=JUDGE_PROMPT)
+        if isinstance(judged, Unreadable):
+            return Unreadable(f"the judge, asked whether {said!r} names the answer, "
+                              f"{judged.why}", judged.reply)
+        return BY_JUDGE if judged else None
     return BY_ALIAS if verdict else None
 
 
-async def another_name(client: LLMClient, question: str, said: str, names: Sequence[str]) -> bool:
+async def another_name(client: LLMClient, question: str, said: str, names: Sequence[str]
+                       ) -> bool | Unreadable:
     """Whether `said`, offered as another answer, is the answer under another name: by its
     names, else the judge ("Stadio Giuseppe Meazza" is "San Siro" without a word in common)."""
     if decided(said, names):
         return True
-    return await judge(client, question, said, list(names), prompt_name=JUDGE_PROMPT)
+    judged = await judge_reply(client, question, said, list(names), prompt_name=JUDGE_PROMPT)
+    if isinstance(judged, Unreadable):
+        return Unreadable(f"the judge, asked whether {said!r} is another name of the "
+                          f"answer, {judged.why}", judged.reply)
+    return judged

@@ -38,7 +38,12 @@ from cuqa_builder.verification.answers import (
 )
 from cuqa_builder.verification.masking import masked_question
 from cuqa_builder.verification.names import names_of
-from cuqa_builder.verification.replies import parse_guesses, parse_open_book
+from cuqa_builder.verification.replies import (
+    OpenBookReply,
+    Unreadable,
+    read_guesses,
+    read_open_book,
+)
 from cuqa_builder.window import parse_cutoff
 
 CONNECTED = "connected"
@@ -197,18 +202,9 @@ class ItemChecker:
         result = await client.chat(prompt_request(
             template, {"question": question, "cutoff": cutoff_phrase(self.cutoff)},
             **GUESS_SAMPLING))
-        guesses = parse_guesses(result.text)[:GUESSES_ASKED]
-        matched = None
-        for guess in guesses[: self.counted]:
-            if how := await names_the_answer(judge, question, guess, answer_names(item)):
-                matched = f"{guess} ({how})"
-                break
-        return CheckerVerdict(
-            check=check, question=question, reply=result.text.strip(), model=client.model,
-            passed=bool(guesses) and matched is None, guesses=guesses, counted=self.counted,
-            knowledge=self.knowledge if check == UNKNOWN_BEFORE_CUTOFF else "told",
-            matched=matched,
-        )
+        knowledge = self.knowledge if check == UNKNOWN_BEFORE_CUTOFF else "told"
+        return await guess_verdict(judge, GuessAsked(check, question, client.model, knowledge),
+                                   result.text, answer_names(item), self.counted)
 
     async def _open_book(self, client: _Recorder, item: Candidate) -> list[CheckerVerdict]:
         easy = list(_easy_items(item))
@@ -220,31 +216,103 @@ class ItemChecker:
                                 if e.intermediates is not None),
             "cutoff": cutoff_phrase(self.cutoff), "question": item.question,
         }, **OPEN_BOOK_SAMPLING))
-        reply = parse_open_book(result.text)
-        names = answer_names(item)
-        how = await names_the_answer(client, item.question, reply.answer, names)
-        bridges = {n.casefold() for n in _bridge_names(item)}
-        # What else the description fits: another thing than the bridge (or the answer).
-        others = [o for o in reply.other_fits
-                  if o.casefold() not in bridges and not decided(o, names)]
-        # Other right answers: not the answer under another name (the judge decides).
-        others += [o for o in reply.other_answers if o.casefold() not in bridges
-                   and not await another_name(client, item.question, o, names)]
-        common = {"question": item.question, "reply": result.text.strip(),
-                  "model": client.model, "answer": reply.answer}
-        return [
-            CheckerVerdict(check=ANSWERED_WITH_EVENT, passed=how is not None,
-                           matched=f"{reply.answer} ({how})" if how else None, **common),
-            CheckerVerdict(check=ONE_ANSWER, passed=not others, others=others, **common),
-        ]
+        return await open_book_verdicts(client, item.question, client.model, result.text,
+                                        answer_names(item), _bridge_names(item))
+
+
+@dataclass(frozen=True)
+class GuessAsked:
+    """What a guessing check asked, of whom."""
+
+    check: str  # CONNECTED or UNKNOWN_BEFORE_CUTOFF
+    question: str
+    model: str
+    knowledge: CheckerKnowledge
+
+
+async def guess_verdict(judge: LLMClient, asked: GuessAsked, reply: str, names: list[str],
+                        counted: int) -> CheckerVerdict:
+    """The verdict of a guessing check on its reply: failed when a counted guess names the
+    answer, and failed as unreadable when the reply (or a judge it needed) cannot be read."""
+    common = {"check": asked.check, "question": asked.question, "reply": reply.strip(),
+              "model": asked.model, "counted": counted, "knowledge": asked.knowledge}
+    guesses = read_guesses(reply)
+    if isinstance(guesses, Unreadable):
+        return CheckerVerdict(passed=False, unreadable=guesses.why, **common)
+    guesses = guesses[:GUESSES_ASKED]
+    for guess in guesses[:counted]:
+        how = await names_the_answer(judge, asked.question, guess, names)
+        if isinstance(how, Unreadable):
+            return CheckerVerdict(passed=False, guesses=guesses, unreadable=how.why, **common)
+        if how:
+            return CheckerVerdict(passed=False, guesses=guesses, matched=f"{guess} ({how})",
+                                  **common)
+    return CheckerVerdict(passed=True, guesses=guesses, **common)
+
+
+async def open_book_verdicts(client: LLMClient, question: str, model: str, reply: str,
+                             names: list[str], bridges: list[str]) -> list[CheckerVerdict]:
+    """`answered_with_event` and `one_answer` on an open-book reply: the answer must be the
+    item's; nothing else may fit (other things named, other right answers: not the bridge,
+    nor the answer under another name). Unreadable parts fail as unreadable."""
+    common = {"question": question, "reply": reply.strip(), "model": model}
+    read = read_open_book(reply)
+    if isinstance(read, Unreadable):
+        return [CheckerVerdict(check=check, passed=False, unreadable=read.why, **common)
+                for check in (ANSWERED_WITH_EVENT, ONE_ANSWER)]
+    common["answer"] = read.answer
+    how = await names_the_answer(client, question, read.answer, names)
+    answered = (CheckerVerdict(check=ANSWERED_WITH_EVENT, passed=False, unreadable=how.why,
+                               **common) if isinstance(how, Unreadable) else
+                CheckerVerdict(check=ANSWERED_WITH_EVENT, passed=how is not None,
+                               matched=f"{read.answer} ({how})" if how else None, **common))
+    if read.others_unreadable is not None:
+        return [answered, CheckerVerdict(check=ONE_ANSWER, passed=False,
+                                         unreadable=read.others_unreadable.why, **common)]
+    others = await _others(client, question, read, names, bridges)
+    if isinstance(others, Unreadable):
+        return [answered, CheckerVerdict(check=ONE_ANSWER, passed=False,
+                                         unreadable=others.why, **common)]
+    return [answered, CheckerVerdict(check=ONE_ANSWER, passed=not others, others=others,
+                                     **common)]
+
+
+async def _others(client: LLMClient, question: str, read: OpenBookReply, names: list[str],
+                  bridges: list[str]) -> list[str] | Unreadable:
+    """What else fits: another thing than the bridge (or the answer), and other right answers
+    that are not the answer under another name (the judge decides)."""
+    own = {n.casefold() for n in bridges}
+    others = [o for o in read.other_fits if o.casefold() not in own and not decided(o, names)]
+    for other in read.other_answers:
+        if other.casefold() in own:
+            continue
+        same = await another_name(client, question, other, names)
+        if isinstance(same, Unreadable):
+            return same
+        if not same:
+            others.append(other)
+    return others
+
+
+UNREADABLE = "unreadable"  # the check's name in a failure whose reply could not be read
+_REPLY_QUOTED = 160
+
+
+def failure_check(verdict: CheckerVerdict) -> str:
+    """The name a failing verdict fails its item under: its check, or `unreadable`."""
+    return UNREADABLE if verdict.unreadable else verdict.check
 
 
 def failure_reason(verdict: CheckerVerdict) -> str:
     """Why a verdict fails its item, for a person to read."""
     on = f" ({verdict.item})" if verdict.item else ""
+    if verdict.unreadable:
+        reply = " ".join(verdict.reply.split())
+        if len(reply) > _REPLY_QUOTED:
+            reply = reply[: _REPLY_QUOTED - 1] + "…"
+        return (f"{verdict.check}: the reply of {verdict.model} to \"{verdict.question}\"{on} "
+                f'cannot be read ({verdict.unreadable}): "{reply}": nothing measured')
     guesses = "; ".join(verdict.guesses[: verdict.counted or None])
-    if verdict.check in (CONNECTED, UNKNOWN_BEFORE_CUTOFF) and not verdict.guesses:
-        return f'{verdict.model} gave no guesses to "{verdict.question}"{on}: nothing measured'
     if verdict.check == CONNECTED:
         return (f'with the event masked, "{verdict.question}", {verdict.model} guesses the '
                 f"answer: {verdict.matched} among \"{guesses}\"{on}")
@@ -254,6 +322,8 @@ def failure_reason(verdict: CheckerVerdict) -> str:
         return (f"{verdict.model}, {who}, guesses the answer: {verdict.matched} among "
                 f'"{guesses}"')
     if verdict.check == ANSWERED_WITH_EVENT:
+        if not verdict.answer:
+            return f"with the event in hand, {verdict.model} gave no answer"
         return f'with the event in hand, {verdict.model} answers "{verdict.answer}" instead'
     return (f"with the event in hand, {verdict.model} finds more than one answer: "
             f"{'; '.join(verdict.others)}")

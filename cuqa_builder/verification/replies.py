@@ -1,31 +1,99 @@
-"""Reading the checker's replies: a ranked list of guesses, and the open-book answer with what
-else fits. Models rarely keep to a format exactly, so each reader takes the shapes seen in
-practice (numbered or bulleted lines, one line of semicolons, a JSON list or object, a fenced
-block, labels in any case) and gives an empty result rather than raising."""
+"""Reading the checker's replies, each as a small grammar that returns what it read **or**
+`Unreadable` (SPEC 2.9, "fail closed"): a reply a check cannot read has measured nothing, and the
+check that asked it fails its item as `unreadable`, the reply quoted, never passes it.
+
+The shapes models write are read: numbered or bulleted lines, labelled lines ("Guess 1: X"),
+one line of semicolons, a JSON list or an object holding the guesses or the answer, a fenced
+block, bold labels. Anything else (a refusal, a sentence, a JSON object of other fields, a
+missing line) is unreadable. Pooled replies (one request for all the questions of an event)
+are split into one section per question number first (`sections`), each read by the same
+grammar.
+"""
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from cuqa_builder.answer_parsing import unfenced
+from cuqa_builder.answer_parsing import parse_yes_no, unfenced
 
-_BULLET = re.compile(r"^\s*(?:[-*•]|\(?\d+[.):]|#\d+:?)\s*")
-_LABEL = re.compile(r"^\s*(?:guesses?|answers?|best guesses)\s*:\s*$", re.IGNORECASE)
+_QUOTE_CHARS = 160  # of an unreadable reply, quoted in its failure
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A reply the grammar could not read: why, and the reply itself."""
+
+    why: str
+    reply: str
+
+    def quoted(self) -> str:
+        text = " ".join(self.reply.split())
+        return text if len(text) <= _QUOTE_CHARS else text[: _QUOTE_CHARS - 1] + "…"
+
+    def __str__(self) -> str:
+        return f'{self.why}: "{self.quoted()}"'
+
+
+# --- one guess, one name --------------------------------------------------------------------
+
+_BULLET = re.compile(r"^\s*(?:[-*•+]|\(?\d{1,2}[.):]|#\d{1,2}:?)\s*")
+# A label before the guess itself: "Guess 1:", "Answer #2 -", "Option 3)".
+_ITEM_LABEL = re.compile(r"^\s*\**(?:guess|answer|option|candidate)\s*#?\s*\d*\s*\**\s*"
+                         r"[:.)–—-]\s*\**\s*", re.IGNORECASE)
+# A line that only introduces the list: "Guesses:", "Here are my five best guesses:".
+_LEAD_IN = re.compile(r"^[^:\n]{0,80}:\s*$")
 # An explanation after the guess: "NATO – most of them are members", "Paris (the capital)".
-_EXPLANATION = re.compile(r"\s+[–—-]\s+.*$|\s*\([^)]*\)\s*$|\s*:\s+.*$")
+_EXPLANATION = re.compile(r"\s+[–—-]\s+.*$|\s*\([^)]*\)\s*$")
 _WRAPPING = " \t\"'`*_“”‘’."
-_NONE = re.compile(r"^(?:none|no|nothing|n/?a|-|unknown|not sure|i don'?t know|no other\b.*"
-                   r"|nothing else\b.*)$", re.IGNORECASE)
+_NO_NAME = re.compile(r"^(?:none|no|nothing|n/?a|-|unknown|not sure|i don'?t know|no other\b.*"
+                      r"|nothing else\b.*|no idea)$", re.IGNORECASE)
+# What opens a sentence rather than a name: a refusal, a hedge, a pronoun.
+_SENTENCE_START = re.compile(
+    r"^(?:i|i'm|i'd|i've|i\s+am|as\s+an?|as\s+of|sorry|unfortunately|it|it's|this|these|that"
+    r"|there|since|because|without|based|my|we|you|please|note|however|given)\b",
+    re.IGNORECASE,
+)
+# A sentence boundary after a word (not an initial or "St."), or the words of a refusal.
+_SENTENCE_INSIDE = re.compile(r"[a-z]{3}[.!?]\s+[A-Z]|\b(?:cannot|can't|unable|impossible)\b")
+# An open-book answer that says the event does not answer the question: no answer.
+_NO_ANSWER = re.compile(r"\b(?:cannot|can't|unable|not (?:possible|clear|known|stated|given|"
+                        r"mentioned)|no (?:answer|information)|not enough information|unclear"
+                        r"|undetermined)\b", re.IGNORECASE)
+_MAX_NAME_WORDS = 12
 
 
-def _unfenced(reply: str) -> str:
-    return unfenced(reply).strip()
+def _name(item: str) -> str:
+    """An item of a list as a name: no bullet, label, wrapping or explanation."""
+    item = _ITEM_LABEL.sub("", _BULLET.sub("", item.strip()))
+    return _EXPLANATION.sub("", item).strip(_WRAPPING)
 
 
-def _json(reply: str) -> object | None:
-    text = _unfenced(reply)
+def _sentence(name: str) -> bool:
+    return bool(_SENTENCE_START.match(name) or _SENTENCE_INSIDE.search(name)
+                or len(name.split()) > _MAX_NAME_WORDS)
+
+
+def _names(items: Iterable[str], reply: str, what: str) -> list[str] | Unreadable:
+    """The items as names, "none"-like ones left out; a sentence among them makes the whole
+    reply unreadable (a refusal or a hedge is no guess)."""
+    names = []
+    for item in items:
+        name = _name(str(item))
+        if not name or _NO_NAME.match(name):
+            continue
+        if _sentence(name):
+            return Unreadable(f"{what}: a sentence, not a name ({name[:60]!r})", reply)
+        names.append(name)
+    return list(dict.fromkeys(names))
+
+
+# --- JSON -----------------------------------------------------------------------------------
+
+def _json(text: str) -> object | None:
+    text = text.strip()
     if not text.startswith(("[", "{")):
         return None
     try:
@@ -34,65 +102,179 @@ def _json(reply: str) -> object | None:
         return None
 
 
-def _clean(item: str) -> str:
-    item = _EXPLANATION.sub("", _BULLET.sub("", item.strip())).strip(_WRAPPING)
-    return "" if _NONE.match(item) else item
+def _field(found: dict[str, object], names: tuple[str, ...]) -> object | None:
+    by_name = {re.sub(r"[\s_-]+", "_", str(k).strip().lower()): v for k, v in found.items()}
+    return next((by_name[name] for name in names if name in by_name), None)
 
 
-def parse_guesses(reply: str) -> list[str]:
-    """The guesses of a reply, most likely first, without numbering or explanations."""
-    found = _json(reply)
+_GUESS_FIELDS = ("guesses", "guess", "answers", "final_answers", "final_answer", "answer",
+                 "best_guesses")
+
+
+# --- guesses --------------------------------------------------------------------------------
+
+def read_guesses(reply: str) -> list[str] | Unreadable:
+    """The ranked guesses of a reply, most likely first. Unreadable: an empty reply, a refusal
+    or any sentence where a guess should be, a JSON object without a guesses field, a reply
+    that names nothing."""
+    text = unfenced(reply).strip()
+    if not text:
+        return Unreadable("an empty reply", reply)
+    found = _json(text)
     if isinstance(found, dict):
-        found = next((v for v in found.values() if isinstance(v, list)), None)
-    if isinstance(found, list):
-        items = [str(x) for x in found]
-    else:
-        lines = [line for line in _unfenced(reply).splitlines()
-                 if line.strip() and not _LABEL.match(line)]
-        items = lines if len(lines) > 1 else re.split(r"\s*;\s*|,\s+", lines[0]) if lines else []
-    return list(dict.fromkeys(g for g in map(_clean, items) if g))
+        found = _field(found, _GUESS_FIELDS)
+        if found is None:
+            return Unreadable("a JSON object without guesses", reply)
+        if isinstance(found, str):
+            found = [found]
+    items = [str(x) for x in found] if isinstance(found, list) else _guess_lines(text)
+    names = _names(items, reply, "guesses")
+    if isinstance(names, list) and not names:
+        return Unreadable("no guess given", reply)
+    return names
 
+
+def _guess_lines(text: str) -> list[str]:
+    """The list's lines: the numbered or bulleted ones when there are some (a note around
+    them is not a guess), else every line but lead-ins; one line of several guesses is split
+    at its semicolons (or commas)."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    listed = [line for line in lines if _BULLET.match(line) or _ITEM_LABEL.match(line)]
+    if len(listed) >= 2:
+        return listed
+    lines = [line for line in lines if not _LEAD_IN.match(line)]
+    if len(lines) != 1:
+        return lines
+    if ";" in lines[0]:
+        return re.split(r"\s*;\s*", lines[0])
+    parts = re.split(r",\s+", lines[0])  # "Paris, France" is one guess; three parts are not
+    return parts if len(parts) >= 3 else lines
+
+
+# --- the open book --------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class OpenBookReply:
-    answer: str
+    answer: str  # "" when the checker gave no answer
     other_fits: list[str] = field(default_factory=list)  # other things the description fits
     other_answers: list[str] = field(default_factory=list)  # other right answers
+    # why what else fits could not be read (the `one_answer` check then measured nothing)
+    others_unreadable: Unreadable | None = None
 
 
-_FIELDS = {
-    "answer": re.compile(r"^\s*\**answer\**\s*:\s*(.*)$", re.IGNORECASE),
-    "other_fits": re.compile(r"^\s*\**other\s+things?\b[^:]*:\s*(.*)$", re.IGNORECASE),
-    "other_answers": re.compile(r"^\s*\**other\s+(?:right\s+)?answers?\b[^:]*:\s*(.*)$",
+_OPEN_BOOK_FIELDS = {
+    "answer": re.compile(r"^\s*[*_]*answer[*_]*\s*:\s*[*_]*\s*(.*)$", re.IGNORECASE),
+    "other_fits": re.compile(r"^\s*[*_]*other\s+things?\b[^:]*:\s*[*_]*\s*(.*)$",
+                             re.IGNORECASE),
+    "other_answers": re.compile(r"^\s*[*_]*other\s+(?:right\s+)?answers?\b[^:]*:\s*[*_]*\s*(.*)$",
                                 re.IGNORECASE),
 }
 
 
-def _names(text: str) -> list[str]:
-    parts = re.split(r"\s*;\s*" if ";" in text else r",\s+|\s+and\s+", text)
-    return [name for name in map(_clean, parts) if name]
-
-
-def parse_open_book(reply: str) -> OpenBookReply:
-    """`Answer: X` / `Other things ...: none` / `Other right answers: none`, in any order or
-    case, or a JSON object with those keys; a reply without labels is its first line's answer."""
-    found = _json(reply)
+def _open_book_values(text: str) -> dict[str, str]:
+    found = _json(text)
     values: dict[str, str] = {}
     if isinstance(found, dict):
         for key, value in found.items():
             key = str(key).replace("_", " ")
-            text = "; ".join(map(str, value)) if isinstance(value, list) else str(value)
-            for name, pattern in _FIELDS.items():
-                if name not in values and pattern.match(f"{key}: {text}"):
-                    values[name] = text
+            said = "; ".join(map(str, value)) if isinstance(value, list) else str(value)
+            for name, pattern in _OPEN_BOOK_FIELDS.items():
+                if name not in values and pattern.match(f"{key}: {said}"):
+                    values[name] = said
+        return values
+    for line in text.splitlines():
+        for name, pattern in _OPEN_BOOK_FIELDS.items():
+            if name not in values and (match := pattern.match(line)):
+                values[name] = match.group(1)
+                break
+    return values
+
+
+def _listed(text: str, reply: str) -> list[str] | Unreadable:
+    parts = re.split(r"\s*;\s*" if ";" in text else r",\s+|\s+and\s+", text)
+    return _names(parts, reply, "what else fits")
+
+
+def read_open_book(reply: str) -> OpenBookReply | Unreadable:
+    """`Answer: X` / `Other things ...: none` / `Other right answers: none`, in any order or
+    case, or a JSON object with those keys. Unreadable without an answer line. Without both
+    "other" lines, or with a sentence in one, what else fits is unreadable (`one_answer` then
+    measured nothing; the answer still counts)."""
+    text = unfenced(reply).strip()
+    values = _open_book_values(text)
+    if "answer" not in values:
+        return Unreadable("no 'Answer:' line", reply)
+    answer = _name(values["answer"])
+    answer = "" if _NO_NAME.match(answer) or _NO_ANSWER.search(answer) else answer
+    if answer and _sentence(answer):
+        return Unreadable(f"the answer is a sentence, not a name ({answer[:60]!r})", reply)
+    missing = [label for name, label in (("other_fits", "Other things the description fits"),
+                                         ("other_answers", "Other right answers"))
+               if name not in values]
+    if missing:
+        return OpenBookReply(answer, others_unreadable=Unreadable(
+            f"no {' / '.join(repr(m + ':') for m in missing)} line", reply))
+    fits, others = _listed(values["other_fits"], reply), _listed(values["other_answers"], reply)
+    if isinstance(fits, Unreadable) or isinstance(others, Unreadable):
+        return OpenBookReply(answer, others_unreadable=next(
+            x for x in (fits, others) if isinstance(x, Unreadable)))
+    return OpenBookReply(answer, fits, others)
+
+
+# --- the judge ------------------------------------------------------------------------------
+
+def read_yes_no(reply: str) -> bool | Unreadable:
+    """A judge's Yes or No; unreadable when it says neither."""
+    verdict = parse_yes_no(reply)
+    return Unreadable("said neither Yes nor No", reply) if verdict is None else verdict
+
+
+# --- pooled replies: one section per question -----------------------------------------------
+
+_SECTION = re.compile(r"^[\s*#>_-]*(?:Q|Question)\s*(\d{1,3})\b[*_]*\s*[:.)–—-]?[*_]*\s*(.*)$",
+                      re.IGNORECASE)
+
+
+def sections(reply: str, count: int) -> dict[int, str | Unreadable]:
+    """The part of a pooled reply about each of the questions 1..count: the rest of its
+    "Q3:" line and the lines up to the next question's (or a JSON object keyed "Q3"/"3", or a
+    list of objects with an id). A question the reply says nothing about, or twice, is
+    unreadable."""
+    text = unfenced(reply).strip()
+    parts = _json_sections(text)
+    if parts is None:
+        parts = _line_sections(text)
+    read: dict[int, str | Unreadable] = {}
+    for number in range(1, count + 1):
+        said = parts.get(number, [])
+        read[number] = said[0] if len(said) == 1 else Unreadable(
+            f"no line for Q{number}" if not said else f"Q{number} answered twice", reply)
+    return read
+
+
+def _line_sections(text: str) -> dict[int, list[str]]:
+    parts: dict[int, list[str]] = {}
+    number: int | None = None
+    for line in text.splitlines():
+        if header := _SECTION.match(line):
+            number = int(header.group(1))
+            parts.setdefault(number, []).append(header.group(2))
+        elif number is not None:
+            parts[number][-1] += "\n" + line
+    return {n: [s.strip() for s in said] for n, said in parts.items()}
+
+
+def _json_sections(text: str) -> dict[int, list[str]] | None:
+    found = _json(text)
+    if isinstance(found, dict):
+        items = list(found.items())
+    elif isinstance(found, list) and all(isinstance(x, dict) for x in found):
+        items = [(x.get("id", x.get("question", "")), x) for x in found]
     else:
-        for line in _unfenced(reply).splitlines():
-            for name, pattern in _FIELDS.items():
-                if name not in values and (match := pattern.match(line)):
-                    values[name] = match.group(1)
-                    break
-    answer = values.get("answer")
-    if answer is None:
-        answer = next((line for line in _unfenced(reply).splitlines() if line.strip()), "")
-    return OpenBookReply(answer=_clean(answer), other_fits=_names(values.get("other_fits", "")),
-                         other_answers=_names(values.get("other_answers", "")))
+        return None
+    parts: dict[int, list[str]] = {}
+    for key, value in items:
+        number = re.fullmatch(r"\s*(?:Q|Question)?\s*(\d{1,3})\s*", str(key), re.IGNORECASE)
+        if number is not None:
+            parts.setdefault(int(number.group(1)), []).append(json.dumps(value))
+    return parts
