@@ -11,7 +11,7 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Container, Iterable, Iterator
+from collections.abc import Container, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
@@ -112,6 +112,13 @@ class JsonlAppender:
     def append(self, record: BaseModel) -> None:
         self._fh.write(record.model_dump_json() + "\n")
         self._fh.flush()
+
+    def append_all(self, records: Sequence[BaseModel]) -> None:
+        """Several records as one write (one system call): a killed process leaves all of them
+        or none, never the first alone (an event's items are done together or not at all)."""
+        data = "".join(r.model_dump_json() + "\n" for r in records).encode("utf-8")
+        self._fh.flush()
+        os.write(self._fh.fileno(), data)
 
     def close(self) -> None:
         self._fh.close()

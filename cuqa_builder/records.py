@@ -132,12 +132,16 @@ class EventRef(Record):
     text: str
     source_title: str
     revid: int | None
+    category: str | None = Field(
+        default=None, description="the category line the event stood under on its page "
+        "(`Sports`, `Disasters and accidents`), when it had one")
 
 
 KnownSource = Literal["model", "wiki"]
 
 
 Recipe = Literal["paper", "connected"]
+KnownFrom = Literal["infobox", "article", "model"]
 
 
 class GeneratorInfo(Record):
@@ -206,6 +210,10 @@ class CuqaItem(Record):
     event: EventRef
     cutoff: str
     generator: GeneratorInfo
+    property: str | None = Field(
+        default=None, description="what the known hop asks of the bridge (`birthplace`, "
+        "`district`; `category` for an AAB item's category): the mix of a release is counted "
+        "by it")
     grounding: list[GroundingVerdict] = Field(
         default_factory=list, description="the known hop checked against Wikipedia as of the "
         "cutoff, with evidence",
@@ -261,6 +269,19 @@ class Intermediates(Record):
     masked_question: str | None = Field(
         default=None, description="the question with the event masked, as the `connected` "
         "check asks it closed-book",
+    )
+    known_from: KnownFrom | None = Field(
+        default=None, description="connected recipe: where the known hop came from: a relation "
+        "of the bridge's infobox (a templated question, no call), its article's lead (the "
+        "generator's question about a linked thing), the generator's own knowledge",
+    )
+    rank: float | None = Field(
+        default=None, description="connected recipe: how likely the item was to survive the "
+        "checks, as ranked before any check (higher first); picks the kept items of an event",
+    )
+    screening: list[CheckerVerdict] = Field(
+        default_factory=list, description="connected recipe: the checker's verdicts given while "
+        "composing (the event's questions asked together); validate takes them as they are",
     )
 
 
@@ -360,6 +381,53 @@ class Validation(Record):
     advisories: list[CheckFailure] = Field(
         default_factory=list, description="failures that do not fail the item (--critic-advisory)"
     )
+
+
+# --- the pool of an event (connected recipe, `pool.jsonl`) ---------------------------------
+
+
+class BridgeTry(Record):
+    """One named thing of an event considered as a bridge, and what became of it."""
+
+    entity: Entity
+    kind: str = Field(description="what it is, in a plain word (its infobox's kind, else NER's)")
+    description: str | None = Field(
+        default=None, description="how the questions name it, through the news only")
+    set_aside: str | None = Field(
+        default=None, description="why it has no description (the generator's SKIP with its "
+        "reason, a description refused by its check, an unreadable line)")
+
+
+class PoolMember(Record):
+    """One question the event's pool held: a bridge, one known hop, the merged question, its
+    rank, and the checks it met (`outcome`)."""
+
+    id: str = Field(description="the candidate id it has (or would have had)")
+    bridge: str
+    property: str
+    known_from: KnownFrom
+    branch: QuestionType
+    known_question: str
+    answer: str
+    question: str
+    masked_question: str
+    rank: float
+    verdicts: list[CheckerVerdict] = Field(default_factory=list)
+    outcome: str = Field(description="`survived` (a candidate), or which check failed it and "
+                         "why, or `not screened` (ranked below --pool-size)")
+
+
+class PoolRecord(Record):
+    """What one event's pool held and why each member survived or failed; the last record of
+    an event in `pool.jsonl` is its latest try."""
+
+    event_id: str
+    seed: int
+    bridges: list[BridgeTry] = Field(default_factory=list)
+    members: list[PoolMember] = Field(default_factory=list)
+    refused: list[str] = Field(
+        default_factory=list, description="known hops refused before ranking, and why")
+    calls: list[PromptCall] = Field(default_factory=list)
 
 
 class Candidate(CuqaItem):

@@ -27,6 +27,7 @@ MANIFEST = "manifest.json"
 EVENTS = "events.jsonl"
 CANDIDATES = "candidates.jsonl"
 GENERATION_FAILURES = "generation-failures.jsonl"
+POOL = "pool.jsonl"  # connected recipe: each event's pool, every member's checks and fate
 DATASET = "cuqa.jsonl"
 REVIEW_REPORT = "review-report.json"
 RUN_INFO = "run.json"

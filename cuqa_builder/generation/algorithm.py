@@ -45,6 +45,7 @@ from cuqa_builder.records import (
     Intermediates,
     KnownSource,
     Link,
+    PoolRecord,
     PromptCall,
     QuestionType,
     SubQuestion,
@@ -132,6 +133,7 @@ class GenerationError(CuqaError):
         self.reason = reason
         self.attempts = list(attempts or [])
         self.branch: QuestionType | None = None
+        self.pool: PoolRecord | None = None  # the connected recipe: what the event's pool held
 
 
 @dataclass(frozen=True)
@@ -146,10 +148,20 @@ class KnownArticle:
     relations: list[Relation] = field(default_factory=list)
     names: list[str] = field(default_factory=list)  # the lead's bold names of the entity
     definite: frozenset[str] = frozenset()  # the names English writes with "the"
+    size: int = 0  # characters of its wikitext at the cutoff: long articles are of famous things
 
     def as_written(self, name: str) -> str:
         """`name` as the article writes it: "the United Kingdom"."""
         return with_article(name, self.definite)
+
+
+@dataclass(frozen=True)
+class Made:
+    """What one event gave: its items (the paper's recipe makes one), and the connected
+    recipe's pool they came from."""
+
+    items: list[Candidate]
+    pool: PoolRecord | None = None
 
 
 @dataclass(frozen=True)
@@ -219,8 +231,10 @@ def event_seed(seed: int, event_id: str) -> int:
     return int.from_bytes(_digest(seed, event_id)[:8], "big")
 
 
-def candidate_id(seed: int, event_id: str) -> str:
-    return f"cq-{_digest(seed, event_id).hex()[:16]}"
+def candidate_id(seed: int, event_id: str, *parts: object) -> str:
+    """An easy item's id: of its event (the paper's recipe makes one per event), and of what
+    else tells it apart (the connected recipe's bridge and known hop)."""
+    return f"cq-{_digest(seed, event_id, *parts).hex()[:16]}"
 
 
 @dataclass(frozen=True)
@@ -348,6 +362,10 @@ class Generator:
         result = await self.call(KNOWN_EVENTS_GEN, {"entity": cur_ent.text}, api_seed)
         return result.parsed, result.attempts
 
+    async def make(self, event: Event) -> Made:
+        """The items of one event (which must have entities)."""
+        return Made([await self.easy(event)])
+
     async def easy(self, event: Event) -> Candidate:
         """Algorithm 1 for one event (which must have entities)."""
         pool = self._bridge_pool(event)
@@ -453,12 +471,12 @@ class Generator:
 
     def candidate(
         self, event: Event, answer: str, aliases: list[str], steps: Intermediates,
-        used: set[Step],
+        used: set[Step], item_id: str | None = None,
     ) -> Candidate:
         """The candidate record of one event's intermediates; `used`: the steps it took."""
         branch: QuestionType = steps.branch
         return Candidate(
-            id=candidate_id(self.seed, event.id),
+            id=item_id or candidate_id(self.seed, event.id),
             question=steps.merged_question,
             answer=answer,
             answer_aliases=aliases,
@@ -471,7 +489,8 @@ class Generator:
                             kind="known"),
             ],
             event=EventRef(id=event.id, date=event.date, text=event.text,
-                           source_title=event.source.title, revid=event.source.revid),
+                           source_title=event.source.title, revid=event.source.revid,
+                           category=event.category),
             cutoff=self.cutoff,
             generator=GeneratorInfo(
                 model=self.gateway.model,

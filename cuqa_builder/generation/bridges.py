@@ -22,8 +22,9 @@ COMMON_NOUN = "a common noun (written in lower case)"
 OFFICE = "an office or title, not its holder"
 DESCRIBED = "a link text that describes rather than names, to an article with no name either"
 # Not a reason to set an entity aside: it is kept, named by its article's title instead.
-RENAMED = ("a link text that describes ('U.S. state') or puts a role before the name, named by "
-           "its article's title ('Michigan')")
+RENAMED = ("a link text that describes ('U.S. state'), puts a role before the name or gives "
+           "only the start of it ('Germany' for its national team), named by its article's "
+           "title ('Michigan')")
 
 _NUMBER_OR_DATE = re.compile(
     r"^[\d\s,.–-]+$|^(?:\d{1,2} )?(?:January|February|March|April|May|June|July|August"
@@ -99,11 +100,18 @@ def _role_before(entity: Entity) -> bool:
     return bool(entity.wiki_title) and text != title and text.endswith(f" {title}")
 
 
+def _title_goes_on(entity: Entity) -> bool:
+    """A link whose text is only the start of its title's name: "[[Germany men's national
+    basketball team|Germany]]" names the team, not the country; a question must too."""
+    text, title = surface_name(entity.text), canonical_name(entity)
+    return bool(entity.wiki_title) and title.casefold().startswith(f"{text.casefold()} ")
+
+
 def named(entity: Entity) -> Entity:
     """`entity` with its name cleaned for use in a question (the title is kept as it is); a
     link text that describes, or puts a role before the name, gives way to the article's
     title."""
-    renamed = _describes(entity) or _role_before(entity)
+    renamed = _describes(entity) or _role_before(entity) or _title_goes_on(entity)
     text = canonical_name(entity) if renamed else surface_name(entity.text)
     return entity if text == entity.text else entity.model_copy(update={"text": text})
 
@@ -120,7 +128,8 @@ def usable(entities: list[Entity], set_aside: Counter[str] | None = None) -> lis
             if set_aside is not None:
                 set_aside[reason] += 1
             continue
-        if set_aside is not None and (_describes(entity) or _role_before(entity)):
+        if set_aside is not None and (_describes(entity) or _role_before(entity)
+                                      or _title_goes_on(entity)):
             set_aside[RENAMED] += 1
         clean = named(entity)
         key = clean.text.casefold()

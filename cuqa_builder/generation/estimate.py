@@ -29,24 +29,15 @@ from cuqa_builder.generation.algorithm import (
     Step,
     draw,
 )
-from cuqa_builder.generation.connected import (
-    CATEGORY,
-    CHOOSE_BRIDGE,
-    KNOWN_PASSAGE,
-    PROPERTY_QUESTION,
-    ConnectedGenerator,
-)
+from cuqa_builder.generation.connected import MAX_BRIDGES, ConnectedGenerator
+from cuqa_builder.generation.describing import DESCRIBE_BRIDGES
+from cuqa_builder.generation.known_facts import KNOWN_FACTS, KNOWN_FACTS_MODEL
 from cuqa_builder.jsonio import iter_jsonl
 from cuqa_builder.llm.estimate import CallPlan
 from cuqa_builder.prompts import PromptTemplate, load_prompt
 from cuqa_builder.records import Event, KnownSource
-from cuqa_builder.verification.checker import (
-    CALL_NAMES,
-    GUESS_SAMPLING,
-    GUESS_TEMPLATE,
-    OPEN_BOOK_SAMPLING,
-    OPEN_BOOK_TEMPLATE,
-)
+from cuqa_builder.verification.checker import CALL_NAMES
+from cuqa_builder.verification.pooled import GUESS_MANY_TEMPLATE, OPEN_BOOK_MANY_TEMPLATE
 
 # Output lengths before the cache knows the model: a question with a short lead-in, and most of
 # a "detailed passage" (its max_tokens is 384).
@@ -70,9 +61,15 @@ class _Steps(BaseModel):
     calls: list[_Call] = []
 
 
+class _EventId(BaseModel):
+    id: str
+
+
 class _Record(BaseModel):
     """What counting a record's calls needs of a candidate or a failure (not all of it)."""
 
+    event: _EventId | None = None  # a candidate's
+    event_id: str | None = None  # a failure's
     difficulty: str = "easy"
     intermediates: _Steps | None = None
     calls: list[_Call] = []  # a failure's
@@ -94,20 +91,22 @@ class StepRates:
         """From `candidates.jsonl` and `generation-failures.jsonl`; None for fewer than
         `MIN_EVENTS` easy events."""
         calls: Counter[str] = Counter()
-        events = made = 0
+        events: set[str] = set()
+        made = 0
         for path in (candidates, failures):
             if not path.exists():
                 continue
             for record in iter_jsonl(path, _Record):
                 if record.difficulty != "easy" or record.sub_items:
                     continue
-                events += 1
+                events.add(record.event.id if record.event else record.event_id or "")
                 made += record.intermediates is not None
                 asked = record.intermediates.calls if record.intermediates else record.calls
                 calls.update(call.function for call in asked)
-        if events < MIN_EVENTS:
+        if len(events) < MIN_EVENTS:
             return None
-        return cls({step: n / events for step, n in calls.items()}, events, made / events)
+        return cls({step: n / len(events) for step, n in calls.items()}, len(events),
+                   made / len(events))
 
     def times(self, function: str) -> float:
         """Calls per event of a step or a check, by the name its calls are recorded under."""
@@ -131,13 +130,13 @@ def plan_easy(plan: CallPlan, events: Iterable[Event], seed: int,
               templates: dict[str, PromptTemplate], sampling: Sampling,
               recipe: type[Generator] = Generator, known_source: KnownSource = "model",
               rates: StepRates | None = None, structure_first: bool = False,
-              checked: bool = False) -> int:
+              checked: bool = False, pool_size: int = 12) -> int:
     """Plan the recipe for each event (each must have entities); returns how many. `rates`:
     each step's calls per event as measured, else once per event (the drawn branch's).
     `checked`: the connected recipe asks the checker while composing."""
     if recipe is ConnectedGenerator:
-        count = _plan_connected(plan, events, seed, templates, sampling, known_source, rates,
-                                structure_first, checked)
+        count = _plan_connected(plan, events, templates, sampling, known_source, rates,
+                                structure_first, checked, pool_size)
     else:
         count = _plan_paper(plan, events, seed, templates, sampling, rates)
     plan.rounds = max(plan.rounds, EASY_ROUNDS if count and plan.calls else 0)
@@ -186,65 +185,60 @@ def _plan_paper(plan: CallPlan, events: Iterable[Event], seed: int,
     return count
 
 
-def _plan_connected(plan: CallPlan, events: Iterable[Event], seed: int,
+def _plan_connected(plan: CallPlan, events: Iterable[Event],
                     templates: dict[str, PromptTemplate], sampling: Sampling,
                     known_source: KnownSource, rates: StepRates | None,
-                    structure_first: bool, checked: bool) -> int:
-    """The connected recipe: the bridge chosen and described, the passage when the model writes
-    it, the known question (ABC) or the category (AAB), and with `checked` the checker's three
-    calls (two guesses, one answer with the event); the merge is no call. Without `rates` each
-    is planned once, for the first bridge: a bridge the checker fails costs the next one's calls
-    too. Structure first (the embedded model), none of them."""
-    short, long = sampling.question_max_tokens, sampling.passage_max_tokens
-    guess, open_book = load_prompt(GUESS_TEMPLATE), load_prompt(OPEN_BOOK_TEMPLATE)
+                    structure_first: bool, checked: bool, pool_size: int) -> int:
+    """The connected recipe's pool, one event at a time: the bridges described (one request)
+    and their known facts (one), and with `checked` the pooled checks (the masked and the
+    whole guesses, two requests of up to `pool_size` questions; the open book for the
+    survivors, one). Without `rates` each is planned once an event; the stand-in passages are
+    as long as a lead. Structure first (the embedded model), none of them."""
+    long = sampling.passage_max_tokens
     count = 0
+    facts_step = KNOWN_FACTS if known_source == "wiki" else KNOWN_FACTS_MODEL
+    guess, open_book = load_prompt(GUESS_MANY_TEMPLATE), load_prompt(OPEN_BOOK_MANY_TEMPLATE)
+    question = "x" * plan.calibration.chars(QUESTION_TOKENS)
+    passage = "x" * plan.calibration.chars(PASSAGE_TOKENS)
     for event in events:
-        pool = ConnectedGenerator.bridge_candidates(event)
+        pool = ConnectedGenerator.bridge_candidates(event)[:MAX_BRIDGES]
         if not pool:
             continue
         count += 1
         if structure_first:
             continue
-        draws = draw(seed, event.id, len(pool))
-        cur = pool[draws.cur_index].text
-        description = _call(plan, templates, CHOOSE_BRIDGE, short, QUESTION_TOKENS,
-                            times=_times(rates, CHOOSE_BRIDGE), event=event.text,
-                            date=str(event.date), cutoff="",
-                            bridges="\n".join(f"- {e.text}" for e in pool))
-        passage = "x" * plan.calibration.chars(PASSAGE_TOKENS)
-        if known_source == "model":
-            passage = _call(plan, templates, KNOWN_PASSAGE, long, PASSAGE_TOKENS,
-                            times=_times(rates, KNOWN_PASSAGE), entity=cur, event=event.text,
-                            cutoff="")
-        _call(plan, templates, CATEGORY, short, QUESTION_TOKENS,
-              times=_times(rates, CATEGORY, draws.aab), bridge=cur, passage=passage, cutoff="")
-        question = _call(plan, templates, PROPERTY_QUESTION, short, QUESTION_TOKENS,
-                         times=_times(rates, PROPERTY_QUESTION, not draws.aab), bridge=cur,
-                         passage=passage, cutoff="", answers=passage[:200], event=event.text)
+        names = [e.text for e in pool]
+        _call(plan, templates, DESCRIBE_BRIDGES, long, QUESTION_TOKENS * len(names),
+              times=_times(rates, DESCRIBE_BRIDGES), event=event.text, date=str(event.date),
+              cutoff="", bridges="\n".join(f"B{n}. {name}" for n, name in enumerate(names, 1)))
+        things = "\n\n".join(f"T{n}. {name}\nArticle: {passage}" if known_source == "wiki"
+                              else f"T{n}. {name}" for n, name in enumerate(names, 1))
+        _call(plan, templates, facts_step, long, QUESTION_TOKENS * len(names),
+              times=_times(rates, facts_step), event=event.text, date=str(event.date),
+              cutoff="", things=things)
         if checked:
-            merged = question + " " + description
-            for asked in (question, merged):
-                _ask_checker(plan, guess, "checker: guesses", GUESS_SAMPLING, GUESS_TOKENS,
-                             _check_times(rates, GUESS_TEMPLATE) / 2, question=asked, cutoff="")
-            _ask_checker(plan, open_book, "checker: with the event", OPEN_BOOK_SAMPLING,
-                         OPEN_BOOK_TOKENS, _check_times(rates, OPEN_BOOK_TEMPLATE),
-                         question=merged, event=event.text, passage=passage, date="", cutoff="")
+            asked = "\n".join(f"Q{n}. {question}" for n in range(1, pool_size + 1))
+            _ask_checker(plan, guess, "checker: guesses", GUESS_TOKENS * pool_size,
+                         _check_times(rates, GUESS_MANY_TEMPLATE), questions=asked, cutoff="")
+            _ask_checker(plan, open_book, "checker: with the event", OPEN_BOOK_TOKENS,
+                         _check_times(rates, OPEN_BOOK_MANY_TEMPLATE), questions=question,
+                         event=event.text, passages=passage, date="", cutoff="")
     return count
 
 
 def _check_times(rates: StepRates | None, template: str) -> float:
-    """A checker call's times per event (two guesses a bridge, one answer with the event)."""
+    """A pooled check's times per event: the guesses twice (masked, whole), the open book
+    once (for the survivors)."""
     if rates is None:
-        return 2.0 if template == GUESS_TEMPLATE else 1.0
+        return 2.0 if template == GUESS_MANY_TEMPLATE else 1.0
     return rates.times(CALL_NAMES[template])
 
 
-def _ask_checker(plan: CallPlan, template: PromptTemplate, label: str,
-                 sampling: dict[str, object], expected: int, times: float,
-                 **values: str) -> None:
+def _ask_checker(plan: CallPlan, template: PromptTemplate, label: str, expected: int,
+                 times: float, **values: str) -> None:
     if times > 0:
-        plan.add(label, len(template.render(**values)), int(str(sampling["max_tokens"])),
-                 expected, template=template.name, times=times)
+        plan.add(label, len(template.render(**values)), expected + 40, expected,
+                 template=template.name, times=times)
 
 
 def plan_hard(plan: CallPlan, pairs: int, templates: dict[str, PromptTemplate],

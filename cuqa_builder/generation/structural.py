@@ -39,7 +39,8 @@ _MAIN_CLAUSE = frozenset({"ROOT", "conj", "advcl", "xcomp", "prep", "pobj", "nsu
                           "nsubjpass", "dobj", "appos", "compound"})
 _SUBJECT_VERB = frozenset({"ROOT", "conj", "ccomp"})  # "Roscosmos says [the lander] has crashed"
 _AUXILIARIES = frozenset({"aux", "auxpass", "neg"})
-_IRREGULAR_THIRD_PERSON = {"are": "is", "have": "has", "were": "was", "do": "does"}
+_PRESENT = frozenset({"VBZ", "VBP"})
+_CLAUSE_HEADS = frozenset({"ROOT", "conj", "ccomp", "advcl", "relcl"})
 # A pronoun the description may keep: one that can stand for the described bridge itself.
 _OWN_PRONOUNS = {"person": frozenset({"he", "him", "she", "her"}), "": frozenset({"it"})}
 # A pronoun and the tags of the nouns it can refer to; "this", "these" stand for nothing named.
@@ -75,6 +76,19 @@ _PAST_PARTICIPLES = {
     "understand": "understood", "upset": "upset", "wear": "worn", "win": "won",
     "withdraw": "withdrawn", "write": "written",
 }
+# Where the simple past differs from the past participle (or the participle is regular).
+_PAST_TENSE = {
+    "arise": "arose", "bear": "bore", "beat": "beat", "become": "became", "begin": "began",
+    "blow": "blew", "break": "broke", "choose": "chose", "come": "came", "do": "did",
+    "draw": "drew", "drive": "drove", "eat": "ate", "fall": "fell", "fly": "flew",
+    "forbid": "forbade", "forget": "forgot", "freeze": "froze", "give": "gave", "go": "went",
+    "grow": "grew", "hide": "hid", "know": "knew", "overthrow": "overthrew",
+    "oversee": "oversaw", "overtake": "overtook", "ride": "rode", "rise": "rose", "run": "ran",
+    "see": "saw", "shake": "shook", "show": "showed", "sink": "sank", "slay": "slew",
+    "speak": "spoke", "steal": "stole", "swear": "swore", "take": "took", "tear": "tore",
+    "throw": "threw", "undertake": "undertook", "wear": "wore", "withdraw": "withdrew",
+    "write": "wrote",
+}
 # Verbs of two syllables stressed on the last, which double their final consonant.
 _DOUBLING = frozenset({"admit", "commit", "compel", "control", "expel", "omit", "patrol",
                        "permit", "prefer", "propel", "refer", "regret", "submit", "transfer",
@@ -102,18 +116,38 @@ def past_participle(lemma: str) -> str:
     return word + "ed"
 
 
-def _third_person(verb: Token) -> str:
-    """"select" -> "selects" (a plural subject is replaced by "the ... that")."""
-    word = verb.text
-    if verb.tag not in ("VBP", "VB"):  # the tagger calls some present verbs "VB" ("destroy")
-        return word
-    if word.lower() in _IRREGULAR_THIRD_PERSON:
-        return _IRREGULAR_THIRD_PERSON[word.lower()]
-    if re.search(r"(?:s|sh|ch|x|z|o)$", word):
-        return word + "es"
-    if re.search(r"[^aeiou]y$", word):
-        return word[:-1] + "ies"
-    return word + "s"
+def _past_tense(verb: Token, plural_subject: bool | None = None) -> str:
+    """"strikes" -> "struck", "rises" -> "rose", "is elected" -> "was elected": the event
+    happened before anyone asks about it. `plural_subject`: the number of the described bridge
+    where it is the verb's subject ("the islands that were ..."), else the verb's own."""
+    word, lemma = verb.text.lower(), (verb.lemma or verb.text).lower()
+    if lemma == "be" or word in ("is", "are", "am"):
+        plural_form = word == "are" if plural_subject is None else plural_subject
+        past = "were" if plural_form else "was"
+    elif lemma in _PAST_TENSE:
+        past = _PAST_TENSE[lemma]
+    else:
+        past = past_participle(lemma)
+    return past[:1].upper() + past[1:] if verb.text[:1].isupper() else past
+
+
+def _present(tokens: list[Token], token: Token) -> bool:
+    """A verb in the present that heads a clause: "strikes", "destroy" (the tagger calls some
+    present verbs "VB"), not an infinitive or a verb after a modal."""
+    if token.tag in _PRESENT:
+        return True
+    return token.tag == "VB" and token.dep in _CLAUSE_HEADS and not _children(
+        tokens, token, frozenset({"aux", "auxpass"}))
+
+
+def _in_the_past(tokens: list[Token], kept: list[Token], changed: dict[int, str],
+                 first: Token | None = None, plural_subject: bool | None = None) -> None:
+    """Every present verb heading a clause of the description put in the past; `first`, the
+    verb the bridge is the subject of, agreeing with it."""
+    for token in kept:
+        if _present(tokens, token):
+            changed[token.index] = _past_tense(
+                token, plural_subject if token is first else None)
 
 
 def _subtree(tokens: list[Token], root: int) -> set[int]:
@@ -176,8 +210,10 @@ class _Clause:
 
 
 def _clause(opener: str, kept: list[Token], sentence: list[Token],
-            changed: dict[int, str] | None = None) -> _Clause:
-    changed = dict(changed or {})
+            first: Token | None = None, plural_subject: bool | None = None) -> _Clause:
+    """The clause's words in the past (`first`: the verb whose subject the bridge is)."""
+    changed: dict[int, str] = {}
+    _in_the_past(sentence, kept, changed, first, plural_subject)
     _lower_start(kept, sentence, changed)
     return _Clause(opener, _render(kept, changed), kept)
 
@@ -225,8 +261,7 @@ def _subject(tokens: list[Token], root: Token, sentence: list[Token], inside: se
                 if start - 3 <= t.index < start}
     first = min([verb, *auxiliaries], key=lambda t: t.index)
     kept = [t for t in sentence if t.index in clause and t.index >= first.index]
-    changed = {} if plural(kind) else {first.index: _third_person(first)}
-    return _clause("that", kept, sentence, changed)
+    return _clause("that", kept, sentence, first, plural(kind))
 
 
 def _reported_or_main(tokens: list[Token], verb: Token) -> bool:
@@ -358,4 +393,4 @@ def describe_from_parse(tokens: list[Token], start: int, end: int, kind: str,
             or _stray_reference(clause.tokens, clause.opener, kind)):
         return None  # none, a list of events ("matchday 4: ...; ..."), or a stray pronoun
     opener = "who" if clause.opener == "that" and kind == "person" else clause.opener
-    return " ".join(filter(None, ("the", kind, opener, clause.words))) + f", in {when}"
+    return " ".join(filter(None, ("the", kind, opener, clause.words, "in", when)))

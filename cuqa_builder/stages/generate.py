@@ -31,13 +31,16 @@ from cuqa_builder.generation.algorithm import (
     GenerationError,
     Generator,
     KnownArticle,
+    Made,
     Sampling,
     candidate_id,
     load_templates,
 )
 from cuqa_builder.generation.bridges import RENAMED
+from cuqa_builder.generation.connected import ConnectedGenerator
 from cuqa_builder.generation.estimate import StepRates, plan_easy, plan_hard
 from cuqa_builder.generation.hard import choose_pairs, merge_pair
+from cuqa_builder.generation.pool_report import PoolTally
 from cuqa_builder.generation.recipes import RECIPES
 from cuqa_builder.generation.yield_report import Reasons, item_calls, stage_line
 from cuqa_builder.grounding.article_text import article_text
@@ -66,6 +69,7 @@ from cuqa_builder.run import (
     GENERATION_FAILURES,
     LLM_CACHE,
     NER_MEMO,
+    POOL,
     GenerationInfo,
     NothingProducedError,
     RunContext,
@@ -101,6 +105,8 @@ class Tally:
     set_aside: Counter[str] = field(default_factory=Counter)  # entities no bridge, by reason
     reasons: Reasons = field(default_factory=Reasons)  # "step: reason" of each failure
     unanswered: int = 0  # failures of a call to the endpoint: a re-run asks it again
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (event id, why) not tried
+    pools: PoolTally = field(default_factory=PoolTally)
 
     @property
     def written(self) -> int:
@@ -120,6 +126,12 @@ class Tally:
         return ("a re-run replays the cached answers and fails them alike: a larger --attempts "
                 "asks a refused step again, --refresh asks every call anew, another --model or "
                 f"--seed takes another way{again}")
+
+    def count_made(self, made: Made) -> None:
+        for item in made.items:
+            self.count(item)
+        if made.pool is not None:
+            self.pools.add(made.pool)
 
     def count(self, item: Candidate) -> None:
         calls = item_calls(item)
@@ -209,6 +221,9 @@ def _with_a_known_bridge(
     usable = [e for e in events
               if any(entity_key(x) in known for x in generator.bridge_candidates(e))]
     tally.no_article = len(events) - len(usable)
+    kept = {e.id for e in usable}
+    tally.skipped += [(e.id, "no named thing of the event had a Wikipedia article at the "
+                       "cutoff (--known-source wiki)") for e in events if e.id not in kept]
     return usable
 
 
@@ -226,7 +241,7 @@ def _passages(store: ArticleStore, entities: list[Entity]) -> dict[str, KnownArt
                 evidence=store.evidence(lookup, text.lead[:1]), kind=text.kind,
                 relations=[r for r in text.relations if r.values and text.sentences_naming(
                     [r.values[0].text, r.values[0].title], limit=1)],
-                names=text.names, definite=text.definite,
+                names=text.names, definite=text.definite, size=len(page.wikitext),
             )
     return known
 
@@ -258,6 +273,8 @@ def _usable_lines(ctx: RunContext, tally: Tally) -> Iterator[tuple[int, _EventHe
             tally.outside_window += 1
         elif not event.entities:
             tally.no_entities += 1
+            tally.skipped.append((event.id, "the event names no entity (NER and its links found "
+                                  "none): nothing to ask about"))
         elif event.id not in seen:
             seen.add(event.id)
             yield line, event
@@ -268,7 +285,7 @@ class _Job:
     """One candidate to make; what to log if it fails."""
 
     candidate_id: str
-    make: Callable[[], Awaitable[Candidate]]
+    make: Callable[[], Awaitable[Made | Candidate]]
     event_id: str | None = None
     sub_items: tuple[str, ...] = ()
 
@@ -279,21 +296,33 @@ class _Writer:
     def __init__(self, ctx: RunContext, tally: Tally) -> None:
         self.tally = tally
         self.out = ctx.out
+        self.seed = ctx.options.generate.seed
         self.candidates = JsonlAppender(ctx.path(CANDIDATES))
         atomic_write_text(ctx.path(GENERATION_FAILURES), "")  # the failures of this run only
         self.failures = JsonlAppender(ctx.path(GENERATION_FAILURES))
+        self.pools = JsonlAppender(ctx.path(POOL))
+        for event_id, why in tally.skipped:  # every event of the window is in one file
+            self.failures.append(GenerationFailure(
+                candidate_id=candidate_id(self.seed, event_id), event_id=event_id,
+                step="Select", reason=why))
 
-    def done(self, item: Candidate) -> None:
-        if not self.tally.written:  # the seed is the candidates': recorded with the first one
-            save_run_info(self.out, seed=item.seed)
-        self.candidates.append(item)
-        self.tally.count(item)
+    def done(self, made: Made | Candidate) -> None:
+        made = made if isinstance(made, Made) else Made([made])
+        if not self.tally.written and made.items:  # the seed is the candidates': recorded
+            save_run_info(self.out, seed=made.items[0].seed)  # with the first one
+        self.candidates.append_all(made.items)
+        if made.pool is not None:  # after the items: a pool record says the event is done
+            self.pools.append(made.pool)
+        self.tally.count_made(made)
 
     def failed(self, job: _Job, error: GenerationError) -> None:
         self.failures.append(GenerationFailure(
             candidate_id=job.candidate_id, event_id=job.event_id, sub_items=list(job.sub_items),
             step=error.step, reason=error.reason, branch=error.branch, calls=error.attempts,
         ))
+        if error.pool is not None:
+            self.pools.append(error.pool)
+            self.tally.pools.add(error.pool)
         self.tally.refused += sum(call.rejected is not None for call in error.attempts)
         if job.sub_items:
             self.tally.hard_failed += 1
@@ -305,6 +334,7 @@ class _Writer:
     def close(self) -> None:
         self.candidates.close()
         self.failures.close()
+        self.pools.close()
 
 
 def _unanswered(error: BaseException) -> bool:
@@ -350,7 +380,7 @@ async def _run_jobs(
 def _easy_jobs(generator: Generator, events: Iterable[Event], tally: Tally) -> Iterator[_Job]:
     for e in events:
         generator.bridge_candidates(e, tally.set_aside)  # counts the entities it leaves out
-        yield _Job(candidate_id(generator.seed, e.id), partial(generator.easy, e), event_id=e.id)
+        yield _Job(candidate_id(generator.seed, e.id), partial(generator.make, e), event_id=e.id)
 
 
 def _hard_jobs(
@@ -389,7 +419,7 @@ class _MadeEvent(BaseModel):
     text: str
 
 
-class _Made(BaseModel):
+class _Written(BaseModel):
     """What a run needs to know of a candidate already in the file (not all of it: a large
     run's candidates would not fit in memory)."""
 
@@ -400,7 +430,7 @@ class _Made(BaseModel):
 
 @dataclass
 class _Done:
-    ids: set[str] = field(default_factory=set)
+    events: set[str] = field(default_factory=set)  # of the easy candidates: these are done
     hard: int = 0
     reworded: bool = False  # an easy one's event text changed since it was made (a refresh)
 
@@ -408,8 +438,9 @@ class _Done:
 def _made(ctx: RunContext, texts: dict[str, str]) -> _Done:
     """One light pass over candidates.jsonl; `texts` are the usable events' texts now, by id."""
     done = _Done()
-    for item in iter_jsonl(ctx.path(CANDIDATES), _Made):
-        done.ids.add(item.id)
+    for item in iter_jsonl(ctx.path(CANDIDATES), _Written):
+        if item.difficulty == "easy":
+            done.events.add(item.event.id)
         done.hard += item.difficulty == "hard"
         done.reworded |= item.difficulty == "easy" and texts.get(
             item.event.id, item.event.text) != item.event.text
@@ -425,18 +456,17 @@ def _todo(
 
     A large run does this on every run of the command (each batch round), so each file is read
     once, lightly; the events to do are read whole later, by their line numbers."""
-    seed = ctx.options.generate.seed
     texts: dict[str, str] = {}  # of the usable events: only their candidates are made again
-    usable: list[tuple[int, str]] = []  # (line, candidate id) of each usable event
+    usable: list[tuple[int, str]] = []  # (line, event id) of each usable event
     for line, event in _usable_lines(ctx, tally):
-        usable.append((line, candidate_id(seed, event.id)))
+        usable.append((line, event.id))
         texts[event.id] = event.text
     done = _made(ctx, texts)
     if drop_stale and done.reworded:
         tally.stale = _drop_stale(ctx, set(texts))
         done = _made(ctx, {})
     del texts
-    todo_lines = {line for line, cid in usable if cid not in done.ids}
+    todo_lines = {line for line, event_id in usable if event_id not in done.events}
 
     def todo() -> Iterator[Event]:
         return iter_jsonl(ctx.path(EVENTS), Event, lines=todo_lines)
@@ -458,7 +488,8 @@ def estimate(ctx: RunContext, settings: LLMSettings, model: str) -> CallPlan:
     small = settings.uses_local_model
     checked = not small and ctx.options.checks.check_model != "none"
     easy = plan_easy(plan, todo(), ctx.options.generate.seed, templates, sampling, recipe,
-                     known_source, rates, structure_first=small, checked=checked)
+                     known_source, rates, structure_first=small, checked=checked,
+                     pool_size=ctx.options.generate.pool_size)
     easy_made = tally.already_done + easy
     pairs = min(max(0, ctx.options.generate.hard - hard_done), easy_made // 2)
     plan_hard(plan, pairs, templates, sampling)
@@ -501,6 +532,8 @@ async def _run(ctx: RunContext, tally: Tally) -> tuple[str, GatewayStats, CallPl
                 attempts=options.attempts, known_source=options.known_source, parse=parse,
                 structure_first=small, checker=checker,
             )
+            if isinstance(generator, ConnectedGenerator):
+                generator.pool_size, generator.per_event = options.pool_size, options.per_event
             if generator.known_source == "wiki":  # wiki passages: the events are looked up first
                 events = list(todo())
                 generator.known_articles = _known_articles(ctx, events, tally)
@@ -572,6 +605,7 @@ def _summary(
                  f"refused by their step check; {tally.repaired} items written after a retry")
     if tally.articles:
         lines.append(f"  articles at the cutoff: {tally.articles}")
+    lines += tally.pools.lines()
     renamed = tally.set_aside.pop(RENAMED, 0)
     if tally.set_aside:
         reasons = "; ".join(f"{n} {why}" for why, n in tally.set_aside.most_common())

@@ -81,6 +81,16 @@ class GenerateOptions(StageOptions):
         "(default: the run's recorded recipe, else connected)",
         json_schema_extra={"flag": {"default": None}},  # None on the command line: not given
     )
+    pool_size: int = Field(
+        12, ge=1, description="connected recipe: questions of an event's pool screened by the "
+        "checker, best ranked first (every bridge x each lasting property; the rest are "
+        "recorded in pool.jsonl as not screened)", json_schema_extra={"flag": {"metavar": "N"}},
+    )
+    per_event: int = Field(
+        2, ge=1, description="items kept per event, each of another bridge and another "
+        "property (validate keeps the best ranked of those that passed; the others fail "
+        "`per_event`)", json_schema_extra={"flag": {"metavar": "N"}},
+    )
     known_source: Literal["model", "wiki"] | None = Field(
         None, description="the known passage: the generator's own knowledge or the lead of the "
         "bridge's Wikipedia article at the cutoff (default: wiki for --prompts connected, model "
@@ -116,6 +126,12 @@ class ValidateOptions(StageOptions):
     )
     judge_model: str | None = Field(
         None, description="LLM judge for probe answers (default: normalised match)"
+    )
+    max_share: float = Field(
+        0.4, gt=0, le=1, description="the largest share of the items one property may have "
+        "(birthplace, district, category...): the lowest ranked items of a property above it "
+        "fail `max_share` (one item of each property is always kept)",
+        json_schema_extra={"flag": {"metavar": "SHARE"}},
     )
     critic_model: str | None = Field(
         None, description="critic model judging each item on four criteria (local[:NAME]: an "

@@ -29,6 +29,7 @@ from cuqa_builder.review_report import ReviewReport
 
 if TYPE_CHECKING:
     from cuqa_builder.llm.estimate import CallPlan
+from cuqa_builder.item_mix import mix_line
 from cuqa_builder.prompts import load_prompt
 from cuqa_builder.records import (
     Candidate,
@@ -77,6 +78,7 @@ from cuqa_builder.validation.probes import (
     probe_all,
     record_probes,
 )
+from cuqa_builder.validation.selection import SELECTION_CHECKS, select
 from cuqa_builder.verification.checker import (
     CHECKER_CHECKS,
     CHECKER_TEMPLATES,
@@ -432,6 +434,7 @@ def run(ctx: RunContext) -> str:
         prompts = {**(settings.prompts or {}), CRITIC_TEMPLATE: load_prompt(CRITIC_TEMPLATE).sha256}
         settings = settings.model_copy(update={"critic_model": options.checks.critic_model,
                                                "prompts": prompts})
+    extra.append(_select(ctx, candidates, report))
     validated = [
         candidate.model_copy(update={"validation": validation, "grounding": verdicts})
         for candidate, validation, verdicts in zip(
@@ -456,6 +459,25 @@ def run(ctx: RunContext) -> str:
     if unasked:
         raise Unfinished(f"{'; '.join(unasked)}: run validate again once it answers", summary)
     return summary
+
+
+def _select(ctx: RunContext, candidates: Sequence[Candidate], report: CheckReport
+            ) -> tuple[str, Sequence[str]]:
+    """Keep the best passed items of each event and no property over its share; the others
+    fail `per_event` or `max_share`. The summary's line and its checks."""
+    per_event, share = ctx.options.generate.per_event, ctx.options.checks.max_share
+    passed = [(c, v) for c, v in zip(candidates, report.validations, strict=True) if v.passed]
+    selection = select([c for c, _ in passed], per_event, share)
+    for check in SELECTION_CHECKS:
+        report.applied[check] += len(passed)
+    for candidate, validation in passed:
+        if failure := selection.dropped.get(candidate.id):
+            validation.failures.append(failure)
+            validation.passed = False
+            report.failed[failure.check] += 1
+    kept = [c for c, v in passed if v.passed]
+    return (f"selection: the best {per_event} of each event, no property above "
+            f"{share:.0%} of the items; {mix_line(kept)}", SELECTION_CHECKS)
 
 
 def _write_dataset(

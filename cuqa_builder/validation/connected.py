@@ -16,6 +16,8 @@ from cuqa_builder.records import Candidate, CheckerVerdict, CheckFailure, Valida
 from cuqa_builder.validation.checks import CheckReport
 from cuqa_builder.validation.probes import ask_each, record_outcomes
 from cuqa_builder.verification.checker import (
+    CHECKER_CHECKS,
+    UNKNOWN_BEFORE_CUTOFF,
     UNREADABLE,
     ItemChecker,
     failure_check,
@@ -29,10 +31,28 @@ async def check_all(
     checker: ItemChecker, candidates: Sequence[Candidate], *, progress: bool = False
 ) -> list[list[CheckerVerdict] | LLMError]:
     async def verdicts(candidate: Candidate) -> list[CheckerVerdict]:
+        if (given := composed_verdicts(candidate, checker)) is not None:
+            return given
         # As while composing: the answer with the event only for an item no guess failed.
         return (await checker.check(candidate, fail_fast=True)).verdicts
 
     return await ask_each(candidates, verdicts, "checker", progress)
+
+
+def composed_verdicts(candidate: Candidate, checker: ItemChecker) -> list[CheckerVerdict] | None:
+    """The four verdicts the connected recipe's pooled checks gave while composing, when they
+    are this checker's (the same models, the same number of guesses counted): validate takes
+    them as they are. None: ask."""
+    steps = candidate.intermediates
+    given = steps.screening if steps is not None and candidate.difficulty == "easy" else []
+    guesser = checker.guesser.model if checker.guesser is not None else checker.client.model
+    wanted = {check: (guesser if check == UNKNOWN_BEFORE_CUTOFF else checker.client.model)
+              for check in CHECKER_CHECKS}
+    if {v.check for v in given} != set(wanted) or any(
+            v.model != wanted[v.check] or (v.counted not in (None, checker.counted))
+            for v in given):
+        return None
+    return list(given)
 
 
 def record_checker(

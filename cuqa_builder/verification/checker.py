@@ -60,7 +60,8 @@ GUESS_SAMPLING = {"temperature": 0.0, "max_tokens": 80, "seed": 0}
 OPEN_BOOK_SAMPLING = {"temperature": 0.0, "max_tokens": 120, "seed": 0}
 # What each template's call is called in an item's record of calls.
 CALL_NAMES = {GUESS_TEMPLATE: "GuessAnswers", OPEN_BOOK_TEMPLATE: "AnswerWithEvent",
-              JUDGE_TEMPLATE: "SameAnswer"}
+              JUDGE_TEMPLATE: "SameAnswer", "guess_answers_many": "GuessAnswers",
+              "answer_with_event_many": "AnswerWithEvent"}
 _MONTH_CUTOFF = re.compile(r"^\d{4}-\d{2}$")
 
 
@@ -88,8 +89,9 @@ def _bridge_names(item: Candidate) -> list[str]:
 
 
 @dataclass
-class _Recorder:
-    """The checker's client, keeping each call as an item records its calls."""
+class Recorder:
+    """A client that keeps each call as an item records its calls (the checker's, and the
+    pooled checks' of an event)."""
 
     client: LLMClient
     calls: list[PromptCall] = field(default_factory=list)
@@ -147,7 +149,7 @@ class Outcome:
 
 
 # A check: (the checker's client, the guessing client) -> its verdicts.
-_Ask = Callable[["_Recorder", "_Recorder"], Awaitable[list[CheckerVerdict]]]
+_Ask = Callable[["Recorder", "Recorder"], Awaitable[list[CheckerVerdict]]]
 
 
 @dataclass
@@ -180,23 +182,23 @@ class ItemChecker:
         return outcome
 
     async def _ask(self, ask: _Ask) -> Asked:
-        client = _Recorder(self.client)
-        guesser = _Recorder(self.guesser) if self.guesser is not None else client
+        client = Recorder(self.client)
+        guesser = Recorder(self.guesser) if self.guesser is not None else client
         verdicts = await ask(client, guesser)
         return Asked(verdicts, client.calls + (guesser.calls if guesser is not client else []))
 
     def _connected_ask(self, easy: Candidate, item: Candidate) -> _Ask:
-        async def ask(client: _Recorder, _: _Recorder) -> list[CheckerVerdict]:
+        async def ask(client: Recorder, _: Recorder) -> list[CheckerVerdict]:
             verdict = await self._guesses(client, client, easy, masked_question(easy), CONNECTED)
             return [verdict.model_copy(update={"item": easy.id}) if easy is not item
                     else verdict]
         return ask
 
-    async def _unknown_before_cutoff(self, guesser: _Recorder, judge: _Recorder,
+    async def _unknown_before_cutoff(self, guesser: Recorder, judge: Recorder,
                                      item: Candidate) -> list[CheckerVerdict]:
         return [await self._guesses(guesser, judge, item, item.question, UNKNOWN_BEFORE_CUTOFF)]
 
-    async def _guesses(self, client: _Recorder, judge: _Recorder, item: Candidate,
+    async def _guesses(self, client: Recorder, judge: Recorder, item: Candidate,
                        question: str, check: str) -> CheckerVerdict:
         template = load_prompt(GUESS_TEMPLATE)
         result = await client.chat(prompt_request(
@@ -206,7 +208,7 @@ class ItemChecker:
         return await guess_verdict(judge, GuessAsked(check, question, client.model, knowledge),
                                    result.text, answer_names(item), self.counted)
 
-    async def _open_book(self, client: _Recorder, item: Candidate) -> list[CheckerVerdict]:
+    async def _open_book(self, client: Recorder, item: Candidate) -> list[CheckerVerdict]:
         easy = list(_easy_items(item))
         template = load_prompt(OPEN_BOOK_TEMPLATE)
         result = await client.chat(prompt_request(template, {

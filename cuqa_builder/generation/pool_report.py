@@ -1,0 +1,68 @@
+"""What the events' pools held, counted for the generate summary (from `pool.jsonl` records):
+bridges described or set aside and why, questions composed and screened, how many each check
+failed, and the properties of the survivors."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+from cuqa_builder.records import PoolRecord
+
+SURVIVED, KEPT, NOT_SCREENED = "survived", "kept", "not screened"
+_FIRST_WORD = re.compile(r"^(\w[\w ]*?)(?::|$| \()")
+
+
+def _head(text: str) -> str:
+    """An outcome or a reason by its first words: "connected", "skipped: foreseeable"."""
+    first, _, rest = text.partition(": ")
+    if first in ("skipped", "refused"):
+        return f"{first}: {_FIRST_WORD.match(rest)[1] if _FIRST_WORD.match(rest) else rest}"
+    return first.split(" (")[0]
+
+
+@dataclass
+class PoolTally:
+    events: int = 0
+    bridges: int = 0
+    described: int = 0
+    set_aside: Counter[str] = field(default_factory=Counter)
+    members: int = 0
+    hops_refused: int = 0
+    outcomes: Counter[str] = field(default_factory=Counter)
+    survivors: Counter[str] = field(default_factory=Counter)  # by property
+    events_with_survivors: int = 0
+
+    def add(self, record: PoolRecord) -> None:
+        self.events += 1
+        self.bridges += len(record.bridges)
+        self.described += sum(t.description is not None for t in record.bridges)
+        self.set_aside.update(_head(t.set_aside) for t in record.bridges if t.set_aside)
+        self.members += len(record.members)
+        self.hops_refused += len(record.refused)
+        outcomes = [_head(m.outcome) for m in record.members]
+        self.outcomes.update(outcomes)
+        alive = [m for m, o in zip(record.members, outcomes, strict=True)
+                 if o in (SURVIVED, KEPT)]
+        self.survivors.update(m.property for m in alive)
+        self.events_with_survivors += bool(alive)
+
+    def lines(self) -> list[str]:
+        if not self.events:
+            return []
+        screened = self.members - self.outcomes[NOT_SCREENED]
+        failed = "; ".join(f"{n} {why}" for why, n in self.outcomes.most_common()
+                           if why not in (SURVIVED, KEPT, NOT_SCREENED))
+        aside = "; ".join(f"{n} {why}" for why, n in self.set_aside.most_common())
+        alive = sum(self.survivors.values())
+        mix = ", ".join(f"{p} {n}" for p, n in self.survivors.most_common())
+        return [
+            f"  pool: {self.events} events, {self.described} of {self.bridges} named things "
+            f"described" + (f" ({aside})" if aside else ""),
+            f"    {self.members} questions composed ({self.members / self.events:.1f} per "
+            f"event; {self.hops_refused} known hops refused), {screened} screened"
+            + (f"; failed: {failed}" if failed else ""),
+            f"    {alive} left in {self.events_with_survivors} events"
+            + (f"; by property: {mix}" if mix else ""),
+        ]
