@@ -35,7 +35,8 @@ def build(run: Path, *flags: str) -> list[str]:
 def generate(run: Path, llm: ScriptedLLM, *flags: str) -> list[str]:
     # One call at a time, each answered after a while: the command runs for seconds.
     return build(run, "--stage", "generate", "--limit", "6", "--base-url", llm.base_url,
-                 "--model", "scripted", "--concurrency", "1", "--max-retries", "0", *flags)
+                 "--model", "scripted", "--concurrency", "1", "--max-retries", "0",
+                 "--prompts", "paper", *flags)
 
 
 @pytest.fixture(scope="module")

@@ -66,7 +66,7 @@ _NOT_AN_ENTITY = re.compile(r"^[\d\s,–-]+$|^(?:January|February|March|April|Ma
 LINK_LABEL = "LINK"  # label of an entity taken from an article's wikilink
 # What a repair adds to the prompt of a step with `feedback`.
 REFUSED = "\n\nYour previous reply was refused: {reason}. Reply again, keeping to every rule."
-BRIDGE = "ChooseBridge"  # the failure of an event with no entity a recipe can take as bridge
+BRIDGE = "Bridges"  # the failure of an event with no entity a recipe can take as bridge
 # A step check: the parsed output -> why it is refused, or None to accept it.
 StepCheck = Callable[[str], "str | None"]
 

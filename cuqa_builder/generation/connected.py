@@ -185,8 +185,16 @@ class ConnectedGenerator(Generator):
     async def _fill(self, pool: _EventPool, bridges: list[Bridge], draws: Draws) -> None:
         """Describe the bridges and find their hops (two requests, asked together), then
         compose every described bridge with each of its hops."""
-        described, hops = await asyncio.gather(
-            self._describe(pool, bridges, draws), self._hops(pool, bridges, draws))
+        describing: list[PromptCall] = []  # each request's calls, kept in a fixed order
+        facts: list[PromptCall] = []
+        found = await asyncio.gather(self._describe(pool, bridges, draws, describing),
+                                     self._hops(pool, bridges, draws, facts),
+                                     return_exceptions=True)  # both finish, both are kept
+        pool.calls += describing + facts
+        for outcome in found:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        described, hops = found
         pointed = pointed_to(pool.event, self.known_articles)
         for bridge, said, own in zip(bridges, described, hops, strict=True):
             pool.tries.append(BridgeTry(entity=bridge.entity, kind=bridge.kind,
@@ -201,13 +209,13 @@ class ConnectedGenerator(Generator):
                 elif all(d.id != draft.id for d in pool.drafts):
                     pool.drafts.append(draft)
 
-    async def _describe(self, pool: _EventPool, bridges: list[Bridge], draws: Draws
-                        ) -> list[Described]:
+    async def _describe(self, pool: _EventPool, bridges: list[Bridge], draws: Draws,
+                        spent: list[PromptCall]) -> list[Described]:
         """Each bridge's description: from the parse for a small model, else the model's (one
         request), the parse standing in for one the checks refused."""
         if self.structure_first:
             return [await self._parsed(pool.event, b) for b in bridges]
-        result = await self._ask(pool, DESCRIBE_BRIDGES, {
+        result = await self._ask(spent, DESCRIBE_BRIDGES, {
             "event": pool.event.text, "date": f"{pool.event.date:%-d %B %Y}",
             "bridges": "\n".join(f"B{n}. {b.entity.text}" for n, b in enumerate(bridges, 1)),
             "cutoff": cutoff_phrase(self.cutoff),
@@ -241,8 +249,8 @@ class ConnectedGenerator(Generator):
             return none
         return Described(description=phrase)
 
-    async def _hops(self, pool: _EventPool, bridges: list[Bridge], draws: Draws
-                    ) -> list[list[Hop]]:
+    async def _hops(self, pool: _EventPool, bridges: list[Bridge], draws: Draws,
+                    spent: list[PromptCall]) -> list[list[Hop]]:
         """Each bridge's hops: its infobox's (no call), and the generator's (one request)
         unless the model is small."""
         facts = [self._facts(b) for b in bridges]
@@ -254,7 +262,7 @@ class ConnectedGenerator(Generator):
         if self.structure_first:
             return hops
         wiki = self.known_source == "wiki"
-        result = await self._ask(pool, KNOWN_FACTS if wiki else KNOWN_FACTS_MODEL, {
+        result = await self._ask(spent, KNOWN_FACTS if wiki else KNOWN_FACTS_MODEL, {
             "event": pool.event.text, "date": f"{pool.event.date:%-d %B %Y}",
             "things": "\n\n".join(self._thing(n, b, f, pool.event) for n, (b, f) in
                                   enumerate(zip(bridges, facts, strict=True), 1)),
@@ -284,11 +292,16 @@ class ConnectedGenerator(Generator):
                 f"Article: {bridge.article.passage}\n"
                 f"Links: {'; '.join(answers) or 'none'}")
 
-    async def _ask(self, pool: _EventPool, step: Step, values: dict[str, str], draws: Draws
-                   ) -> str:
-        """One request of the event, its reply's parse (every attempt kept)."""
-        result = await self.call(step, values, draws.api_seed)
-        pool.calls += result.attempts
+    async def _ask(self, spent: list[PromptCall], step: Step, values: dict[str, str],
+                   draws: Draws) -> str:
+        """One request of the event, its reply's parse (every attempt kept in `spent`)."""
+        try:
+            result = await self.call(step, values, draws.api_seed)
+        except GenerationError as exc:
+            spent += exc.attempts
+            exc.attempts = []
+            raise
+        spent += result.attempts
         return result.parsed
 
     async def _screen(self, pool: _EventPool, screened: list[Draft]

@@ -154,6 +154,15 @@ _MEMBER_KINDS = {
 _COUNTRY_WORDS = frozenset({"countries", "states", "nations", "economies"})
 
 
+def _head_noun(words: list[str]) -> str:
+    """What a category's members are called: its last word when plural ("Premier League
+    clubs"), else the word before its "of" ("districts of Tamil Nadu")."""
+    lowered = [w.lower().strip(",") for w in words]
+    if lowered[-1].endswith("s") or "of" not in lowered:
+        return lowered[-1]
+    return lowered[lowered.index("of") - 1] if lowered.index("of") else lowered[-1]
+
+
 def category_problem(category: str, bridge: BridgeFacts) -> str | None:
     """Why a category cannot be the AAB hop of the bridge, or None."""
     if found := names_found(category, bridge.names):
@@ -161,9 +170,9 @@ def category_problem(category: str, bridge: BridgeFacts) -> str | None:
     words = category.split()
     if not 1 < len(words) <= _MAX_CATEGORY_WORDS:
         return f"the category {category!r} is not a short plural noun phrase"
-    head = next((w.lower().strip(",") for w in words if w.lower().endswith("s")), "")
+    head = _head_noun(words)
     members = _MEMBER_KINDS.get(bridge.kind)
-    if members is not None and head and head not in members:
+    if members is not None and head not in members:
         return f"the category {category!r} holds {head}, not a {bridge.kind}"
     if members is None and head in _COUNTRY_WORDS:
         return f"the category {category!r} holds {head}, and {bridge.entity.text!r} is a " \

@@ -136,6 +136,8 @@ def _present(tokens: list[Token], token: Token) -> bool:
     present verbs "VB"), not an infinitive or a verb after a modal."""
     if token.tag in _PRESENT:
         return True
+    if token.dep == "ROOT" and token.tag == "NNS":
+        return True  # a news sentence has a verb: "A business jet crashes in ..." tagged a noun
     return token.tag == "VB" and token.dep in _CLAUSE_HEADS and not _children(
         tokens, token, frozenset({"aux", "auxpass"}))
 

@@ -301,10 +301,16 @@ class _Writer:
         atomic_write_text(ctx.path(GENERATION_FAILURES), "")  # the failures of this run only
         self.failures = JsonlAppender(ctx.path(GENERATION_FAILURES))
         self.pools = JsonlAppender(ctx.path(POOL))
-        for event_id, why in tally.skipped:  # every event of the window is in one file
+        self._skipped_written = 0
+        self.write_skipped()
+
+    def write_skipped(self) -> None:
+        """The events not tried, with why: every event of the window ends in one file."""
+        for event_id, why in self.tally.skipped[self._skipped_written:]:
             self.failures.append(GenerationFailure(
                 candidate_id=candidate_id(self.seed, event_id), event_id=event_id,
                 step="Select", reason=why))
+        self._skipped_written = len(self.tally.skipped)
 
     def done(self, made: Made | Candidate) -> None:
         made = made if isinstance(made, Made) else Made([made])
@@ -538,6 +544,7 @@ async def _run(ctx: RunContext, tally: Tally) -> tuple[str, GatewayStats, CallPl
                 events = list(todo())
                 generator.known_articles = _known_articles(ctx, events, tally)
                 usable = _with_a_known_bridge(events, generator.known_articles, tally, generator)
+                writer.write_skipped()
                 todo, count = (lambda: iter(usable)), len(usable)
             save_run_info(ctx.out, generation=GenerationInfo(
                 model=gateway.model, seed=seed, sampling=generator.sampling.model_dump(),

@@ -4,8 +4,8 @@ It answers as a chat model would (labels, bold, a lead-in) and every answer is a
 of the prompt: it describes every named thing of an event ("the subject of news item TAG, part
 N, of May 2023"), writes one birthplace question per named thing whose article links something
 (its first link the answer) and one category for every other one, guesses wrong unless a test
-says a question is guessed (`guessed`: a part of a question -> its guesses, `ANSWER` standing
-for the item's answer), and answers each question with its item's answer in the open book.
+says an event's questions are guessed (`guessed`: a word of the news -> "masked" or "whole"),
+and answers each question with its item's answer in the open book.
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ _DESCRIBED = re.compile(r"news item (\w+), part (\d+)")
 
 @dataclass
 class PoolResponder:
-    guessed: dict[str, str] = field(default_factory=dict)  # part of a question -> guesses
+    guessed: dict[str, str] = field(default_factory=dict)  # word of the news -> which guesses
     skip: frozenset[str] = frozenset()  # named things the describer skips as foreseeable
     bridge_of: dict[tuple[str, str], str] = field(default_factory=dict)  # (tag, part) -> name
+    news_of: dict[str, str] = field(default_factory=dict)  # tag -> the news described
     answer_of: dict[str, str] = field(default_factory=dict)  # bridge -> its hop's answer
     asked: list[str] = field(default_factory=list)  # every question guessed at
 
@@ -39,14 +40,25 @@ class PoolResponder:
         if "write up to three questions" in prompt:
             return Reply(text=self._facts(prompt))
         if prompt.startswith("Imagine you know everything"):
+            if "\nQuestion: " in prompt:  # one question (validate's checker, one item a call)
+                asked = prompt.rsplit("\nQuestion: ", 1)[1].strip()
+                return Reply(text=self._guess(f"Q1. {asked}").removeprefix("Q1: "))
             return Reply(text=self._guess(prompt))
         if "answer each question below" in prompt:
             return Reply(text=self._open_book(prompt))
+        if "answer the question below" in prompt:
+            asked = prompt.split("\nQuestion: ", 1)[1].split("\n", 1)[0]
+            return Reply(text=self._open_book(f"Q1. {asked}").removeprefix("Q1\n"))
+        if prompt.endswith("Output Yes or No:"):  # the judge: the same words, the same answer
+            said = prompt.split("Prediction:\n", 1)[1].split("\n", 1)[0].strip().lower()
+            answers = prompt.split("Ground-truth Answer:\n", 1)[1].lower().splitlines()
+            return Reply(text="Yes" if said in answers else "No")
         return Reply(text="I do not understand.")
 
     def _describe(self, prompt: str) -> str:
         month = _NEWS.search(prompt)[1]
         tag = hashlib.sha256(prompt.encode()).hexdigest()[:6]
+        self.news_of[tag] = prompt.split("\n", 1)[0]
         lines = []
         for _, number, name in _LISTED.findall(prompt):
             self.bridge_of[(tag, number)] = name
@@ -66,7 +78,7 @@ class PoolResponder:
             if first is None and "Article:" in block:
                 lines.append(f"T{number} | category | {CATEGORY}")
                 continue
-            answer = first or f"Atlantis City {number}"
+            answer = first or f"Marlow Heath {number}"
             self.answer_of[name] = answer
             lines.append(f"**T{number}** | birthplace | {answer} | What is the birthplace of "
                          f"{name}?")
@@ -80,12 +92,22 @@ class PoolResponder:
         return next((a for name, a in self.answer_of.items() if bridge.endswith(name)
                      or name.endswith(bridge)), "")
 
+    def _answers_of(self, tag: str) -> list[str]:
+        """Every answer of an event's questions (a masked question does not say which)."""
+        bridges = [b for (t, _), b in self.bridge_of.items() if t == tag]
+        return [a for name, a in self.answer_of.items()
+                if any(b.endswith(name) or name.endswith(b) for b in bridges)] + bridges
+
     def _guess(self, prompt: str) -> str:
         lines = []
         for _, number, question in _LISTED.findall(prompt):
             self.asked.append(question)
-            reply = next((g for part, g in self.guessed.items() if part in question), NOT_IT)
-            lines.append(f"Q{number}: {reply.replace('ANSWER', self._answer(question))}")
+            tag = re.search(r"news item (\w+)", question)
+            news = self.news_of.get(tag[1], "") if tag else ""
+            kind = "masked" if " a certain " in question else "whole"
+            hit = any(word in news and which == kind for word, which in self.guessed.items())
+            guesses = ["Atlantis", *self._answers_of(tag[1])] if hit and tag else [NOT_IT]
+            lines.append(f"Q{number}: {'; '.join(guesses)}")
         return "\n".join(lines)
 
     def _open_book(self, prompt: str) -> str:
