@@ -60,6 +60,9 @@ class Page(Record):
     meta: PageMeta
     wikitext: str
     html: str | None = None  # MediaWiki's rendering of the revision, when it was fetched
+    # why the rendering its sidecar names was not read (missing, changed, not UTF-8): the page
+    # is then read from its wikitext, as one stored without a rendering
+    html_unread: str | None = None
 
 
 # --- events (events + entities stages) -------------------------------------------------

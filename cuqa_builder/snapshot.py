@@ -5,7 +5,9 @@ that `--source` can read offline. Entity articles as of the cutoff (`"kind": "ar
 the snapshot's `articles/` folder, apart from the event pages the events stage parses (and so
 that an article titled like a year article cannot overwrite it); an article fetched from the
 API has MediaWiki's rendering of its revision beside it (`NAME.html`, read only when the
-sidecar gives its sha256), so that an offline re-run reads what the first run read.
+sidecar gives its sha256), so that an offline re-run reads what the first run read. The rendering
+improves on the wikitext but is never a condition for having the page: one that is missing,
+changed or not UTF-8 is left unread, and the page says why (`Page.html_unread`).
 """
 
 from __future__ import annotations
@@ -93,12 +95,20 @@ def read_page(wiki_path: Path) -> Page:
             f"{sidecar.name}: invalid sidecar ({describe_validation_error(exc)})"
         ) from None
     text = _read_checked(wiki_path, meta.sha256)
-    html_path = wiki_path.with_suffix(".html")
-    if meta.html_sha256 and not html_path.exists():
-        raise SnapshotError(f"{html_path.name} is missing (its sidecar gives its sha256)")
-    # only the rendering its sidecar names: any other `.html` there is unchecked
-    html = _read_checked(html_path, meta.html_sha256) if meta.html_sha256 else None
-    return Page(meta=meta, wikitext=text, html=html)
+    html, unread = _rendering(wiki_path.with_suffix(".html"), meta.html_sha256)
+    return Page(meta=meta, wikitext=text, html=html, html_unread=unread)
+
+
+def _rendering(path: Path, sha256: str | None) -> tuple[str | None, str | None]:
+    """The rendering the sidecar names, or why it cannot be read (the page's wikitext is)."""
+    if not sha256:  # only the rendering its sidecar names: any other `.html` there is unchecked
+        return None, None
+    if not path.exists():
+        return None, f"{path.name} is missing (its sidecar gives its sha256)"
+    try:
+        return _read_checked(path, sha256), None
+    except (SnapshotError, OSError) as exc:
+        return None, str(exc)
 
 
 def _read_checked(path: Path, sha256: str | None) -> str:

@@ -13,7 +13,7 @@ from cuqa_builder.grounding.article_text import ArticleText, article_text, split
 from cuqa_builder.grounding.articles import ArticleStore
 from cuqa_builder.grounding.infobox import Relation
 from cuqa_builder.records import Entity, Link, Page, PageMeta
-from cuqa_builder.snapshot import SnapshotError, page_path, read_page, sha256_text, write_page
+from cuqa_builder.snapshot import page_path, read_page, sha256_text, write_page
 from cuqa_builder.testing.mediawiki_server import MediaWikiServer
 from cuqa_builder.wiki.client import MediaWikiClient, WikiError
 from cuqa_builder.wiki.wikitext import parse_wikitext, render
@@ -275,16 +275,27 @@ def test_rendering_an_unknown_revision_is_a_wiki_error() -> None:
 def test_the_rendering_is_stored_beside_the_wikitext_and_checked(tmp_path: Path) -> None:
     page = _page("Kestrian_Isles", html=True)
     write_page(tmp_path, page)
-    html_path = page_path(tmp_path, page.meta.title).with_suffix(".html")
-    assert read_page(page_path(tmp_path, page.meta.title)) == page.model_copy(update={
+    stored = page.model_copy(update={
         "meta": page.meta.model_copy(update={"sha256": sha256_text(page.wikitext),
                                              "html_sha256": sha256_text(page.html or "")})})
-    html_path.write_text("<p>edited</p>", encoding="utf-8")
-    with pytest.raises(SnapshotError, match="Kestrian_Isles.html: sha256 does not match"):
-        read_page(page_path(tmp_path, page.meta.title))
-    html_path.unlink()
-    with pytest.raises(SnapshotError, match="Kestrian_Isles.html is missing"):
-        read_page(page_path(tmp_path, page.meta.title))
+    assert read_page(page_path(tmp_path, page.meta.title)) == stored
+
+
+@pytest.mark.parametrize(("damage", "why"), [
+    (lambda path: path.write_text("<p>edited</p>", encoding="utf-8"),
+     "Kestrian_Isles.html: sha256 does not match its sidecar"),
+    (lambda path: path.unlink(), "Kestrian_Isles.html is missing (its sidecar gives its sha256)"),
+    (lambda path: path.write_bytes(b"<p>\xff\xfe</p>"),
+     "Kestrian_Isles.html: not UTF-8 text (byte 3)"),
+])
+def test_a_damaged_rendering_leaves_the_page_its_wikitext(tmp_path: Path, damage, why) -> None:
+    """The rendering is never a condition for having the page: the page says why it is not
+    read, and reads as one stored without it."""
+    page = _page("Kestrian_Isles", html=True)
+    write_page(tmp_path, page)
+    damage(page_path(tmp_path, page.meta.title).with_suffix(".html"))
+    read = read_page(page_path(tmp_path, page.meta.title))
+    assert (read.wikitext, read.html, read.html_unread) == (page.wikitext, None, why)
 
 
 def test_a_page_without_a_rendering_leaves_no_older_one_behind(tmp_path: Path) -> None:

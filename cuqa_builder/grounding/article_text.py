@@ -5,17 +5,21 @@ Read from MediaWiki's own rendering of the revision when the snapshot holds it (
 every template rendered right), else from the wikitext (hand-written snapshots, older runs),
 rendered the way MediaWiki would for the shapes that matter: list templates, pronunciations and
 foreign names (left out with their brackets), dashes, dates, "as of", conversions, notes.
-Either way the page is parsed once. Sections whose text says nothing about the subject
-(references, external links...) are left out. Sentences are split at a full stop, question or
-exclamation mark followed by a capital: good enough to quote one as evidence, not a linguistic
-sentence splitter.
+Either way the page is parsed once. The rendering improves on the wikitext but is never a
+condition for having the article: one that cannot be read soundly (nested past any real page,
+or with no lead where the wikitext has one) is set aside with a warning naming the article, and
+the wikitext read instead (`ArticleText.rendering_unread` says why). Sections whose text says
+nothing about the subject (references, external links...) are left out. Sentences are split at
+a full stop, question or exclamation mark followed by a capital: good enough to quote one as
+evidence, not a linguistic sentence splitter.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from mwparserfromhell.nodes import Heading, Node, Tag, Wikilink
@@ -29,9 +33,11 @@ from cuqa_builder.grounding.infobox import (
 )
 from cuqa_builder.records import Link, Page
 from cuqa_builder.text import contains_answer
-from cuqa_builder.wiki.html import read_html
+from cuqa_builder.wiki.html import UnreadableHtml, read_html
 from cuqa_builder.wiki.rendered import Section, drop_asides, tidy_separators
 from cuqa_builder.wiki.wikitext import PARENTHETICAL, iter_lines, parse_wikitext, render
+
+log = logging.getLogger(__name__)
 
 _SKIPPED_SECTIONS = frozenset({
     "references", "external links", "notes", "further reading", "see also", "bibliography",
@@ -65,6 +71,8 @@ class ArticleText:
     # the names (case-folded) that English writes with "the", as the lead does: "The United
     # Kingdom ... is", "the Netherlands"
     definite: frozenset[str] = frozenset()
+    # why MediaWiki's rendering beside the wikitext was not read (then the wikitext was)
+    rendering_unread: str | None = None
 
     @property
     def passage(self) -> str:
@@ -114,15 +122,37 @@ _FIRST_HEADING = re.compile(r"^==[^=]", re.MULTILINE)
 
 @lru_cache(maxsize=256)
 def _parse(title: str, wikitext: str, html: str | None) -> ArticleText:
-    if html is not None:
-        # The rendering takes its infobox parameters from the wikitext's lead: only it is
-        # parsed (a whole article is five times the work, for nothing more).
-        heading = _FIRST_HEADING.search(wikitext)
-        template = infobox_template(parse_wikitext(wikitext[:heading.start()] if heading
-                                                  else wikitext))
-        rendered = read_html(html)
-        return _assemble(title, rendered.sections, rendered.bold, infobox_kind(template),
-                         html_relations(rendered.rows, template))
+    if html is None:
+        return _from_wikitext(title, wikitext)
+    try:
+        text = _from_html(title, wikitext, html)
+    except UnreadableHtml as exc:
+        return _instead_of_rendering(_from_wikitext(title, wikitext), str(exc))
+    if text.lead:
+        return text
+    # a rendering markup this reader does not know, or not the article's
+    fallback = _from_wikitext(title, wikitext)
+    return _instead_of_rendering(fallback, "gives no lead, its wikitext does") if fallback.lead \
+        else text
+
+
+def _instead_of_rendering(text: ArticleText, why: str) -> ArticleText:
+    log.warning("article %s: MediaWiki's rendering %s: read from its wikitext", text.title, why)
+    return replace(text, rendering_unread=why)
+
+
+def _from_html(title: str, wikitext: str, html: str) -> ArticleText:
+    rendered = read_html(html)
+    # The rendering takes its infobox parameters from the wikitext's lead: only it is parsed
+    # (a whole article is five times the work, for nothing more).
+    heading = _FIRST_HEADING.search(wikitext)
+    template = infobox_template(parse_wikitext(wikitext[:heading.start()] if heading
+                                              else wikitext))
+    return _assemble(title, rendered.sections, rendered.bold, infobox_kind(template),
+                     html_relations(rendered.rows, template))
+
+
+def _from_wikitext(title: str, wikitext: str) -> ArticleText:
     code = parse_wikitext(wikitext)
     template = infobox_template(code)
     sections, bold = _rendered_sections(code.nodes)

@@ -5,8 +5,13 @@ run's `articles.jsonl`, so a re-run asks the wiki nothing twice; the articles th
 `pages/articles/` in the snapshot format (`"kind": "article"`, the redirect they came through, the
 api.php they came from), each with MediaWiki's rendering of its revision (`NAME.html`, one more
 request). With `--source DIR` they are read from `DIR/articles/` and nothing is fetched: a
-snapshot article written after the cutoff is kept out, with a reason saying so. A request that
-fails for good is not recorded, so the next run asks again.
+snapshot article written after the cutoff is kept out, with a reason saying so, and a finding of
+no article is looked up again once the snapshot holds one. A request that fails for good is not
+recorded, so the next run asks again.
+
+The rendering improves on the wikitext but is never a condition for having the article: when the
+wiki will not render a revision, or the stored rendering is damaged or cannot be read soundly,
+the article is read from its wikitext, and the store counts it by reason for the summary.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from cuqa_builder.grounding.article_text import ArticleText, article_text
 from cuqa_builder.grounding.keys import SEARCH_PREFIX, entity_key
 from cuqa_builder.jsonio import JsonlAppender, read_jsonl
 from cuqa_builder.records import Entity, Evidence, Page, Record
@@ -51,6 +57,10 @@ ABSENT_STATUSES: dict[LookupStatus, str] = {
     "not_evidence": "snapshot article newer than the cutoff",
     "unresolved": "no title found",
 }
+# Why an article was read from its wikitext, in the summary's words (the warnings name them).
+DAMAGED_RENDERING = ("the rendering stored beside the wikitext (NAME.html) is missing, changed "
+                     "or not UTF-8")
+UNSOUND_RENDERING = "MediaWiki's rendering could not be read soundly"
 
 
 class ArticleLookup(Record):
@@ -110,6 +120,7 @@ class ArticleStore:
         self.lookups = {lookup.key: lookup for lookup in read_jsonl(index, ArticleLookup)}
         self._snapshot: dict[str, Page] | None = None
         self._pages: dict[str, Page] = {}  # title -> article read (each file read once)
+        self.from_wikitext: dict[str, str] = {}  # title -> why its rendering was not read
 
     # --- reading ------------------------------------------------------------------------
 
@@ -117,7 +128,8 @@ class ArticleStore:
         return self.lookups.get(entity_key(entity))
 
     def page(self, lookup: ArticleLookup | None) -> Page | None:
-        """The stored article of a found lookup (None if absent or unreadable)."""
+        """The stored article of a found lookup (None if absent or unreadable); a damaged
+        rendering beside it is left unread, and `html_unread` says why."""
         if lookup is None or not lookup.found or lookup.title is None:
             return None
         if lookup.title not in self._pages:
@@ -127,6 +139,28 @@ class ArticleStore:
                 log.warning("article %s cannot be read: %s", lookup.title, exc)
                 return None
         return self._pages[lookup.title]
+
+    def text(self, lookup: ArticleLookup | None) -> ArticleText | None:
+        """A found article as a reader sees it (None if absent or unreadable): from its
+        rendering, else from its wikitext, counted with the reason."""
+        page = self.page(lookup)
+        if page is None:
+            return None
+        if page.html_unread and page.meta.title not in self.from_wikitext:
+            log.warning("article %s: %s: read from its wikitext", page.meta.title,
+                        page.html_unread)
+            self.from_wikitext[page.meta.title] = DAMAGED_RENDERING
+        text = article_text(page)
+        if text.rendering_unread:  # article_text has warned, naming it
+            self.from_wikitext.setdefault(page.meta.title, UNSOUND_RENDERING)
+        return text
+
+    def wikitext_lines(self) -> list[str]:
+        """One line per reason articles were read from their wikitext: "N articles read from
+        wikitext: why"."""
+        counts = Counter(self.from_wikitext.values())
+        return [f"{n} article{'' if n == 1 else 's'} read from wikitext: {why}"
+                for why, n in counts.items()]
 
     def evidence(self, lookup: ArticleLookup, sentences: Iterable[str] = ()) -> Evidence:
         """Evidence from a found lookup; the revision link only when the revid is a real one."""
@@ -154,7 +188,7 @@ class ArticleStore:
         appender = JsonlAppender(self.index)
         try:
             for key, entity in keys.items():
-                if key in self.lookups and self._usable(self.lookups[key]):
+                if key in self.lookups and self._still_true(self.lookups[key], entity):
                     counts.reused += 1
                 else:
                     self._look_up(key, entity, counts, appender)
@@ -168,8 +202,17 @@ class ArticleStore:
                 self._client = None
         return counts
 
-    def _usable(self, lookup: ArticleLookup) -> bool:
-        return not lookup.found or self.page(lookup) is not None
+    def _still_true(self, lookup: ArticleLookup, entity: Entity) -> bool:
+        """Whether a recorded lookup stands: an article that can be read (a run that fetches its
+        articles fetches one again whose stored rendering is damaged); a finding of no article
+        from the wiki; offline, while the snapshot still holds no article for it."""
+        if not lookup.found:
+            return self.source is None or not self._from_snapshot(lookup.key, entity).found
+        page = self.page(lookup)
+        if page is not None and page.html_unread and self.source is None:
+            log.warning("article %s: %s: fetching it again", page.meta.title, page.html_unread)
+            return False
+        return page is not None
 
     def _look_up(
         self, key: str, entity: Entity, counts: LookupCounts, appender: JsonlAppender
@@ -207,11 +250,25 @@ class ArticleStore:
                 searched_for=searched,
                 reason=f"{title!r} had no article on {self.cutoff}: {found.absent}",
             )
-        # MediaWiki renders what the wikitext reader only approximates; kept beside the wikitext
-        html = client.rendered_html(found.page.meta.title, found.page.meta.revid)
-        page = found.page.model_copy(update={"html": html})
+        page = found.page.model_copy(update={"html": self._rendering(client, found.page)})
         write_page(self.folder, page)
+        self._pages[page.meta.title] = page
         return _found(key, by, page, searched)
+
+    def _rendering(self, client: MediaWikiClient, page: Page) -> str | None:
+        """MediaWiki's rendering of the page's revision (what the wikitext reader only
+        approximates), kept beside the wikitext; None when the wiki gives none: the article is
+        then read from its wikitext, and the first time for each reason a warning says so."""
+        try:
+            return client.rendered_html(page.meta.title, page.meta.revid)
+        except WikiError as exc:
+            why = (f"the wiki refused action=parse (error code {exc.code})" if exc.code
+                   else f"action=parse failed ({exc.reason})")
+            if why not in self.from_wikitext.values():
+                log.warning("%s: this article and any other the wiki does not render are read "
+                            "from their wikitext", exc)
+            self.from_wikitext[page.meta.title] = why
+            return None
 
     def _from_snapshot(self, key: str, entity: Entity) -> ArticleLookup:
         """Offline: the snapshot's article by title or redirect; by name for a search."""

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from functools import cached_property
 
-from cuqa_builder.grounding.article_text import ArticleText, article_text
+from cuqa_builder.grounding.article_text import ArticleText
 from cuqa_builder.grounding.articles import ArticleLookup, ArticleStore
 from cuqa_builder.records import Candidate, Entity, Evidence, GroundingVerdict, answer_aliases
 from cuqa_builder.text import contains_answer, normalize_answer
@@ -119,10 +119,10 @@ class Grounder:
         lookup = self.store.lookup(entity)
         if lookup is None:
             return None, f"the article of {entity.text!r} was not looked up (run the ground stage)"
-        page = self.store.page(lookup)
-        if not lookup.found or page is None:
+        text = self.store.text(lookup)
+        if text is None:
             return None, lookup.reason
-        return _Article(lookup, article_text(page)), lookup.reason
+        return _Article(lookup, text), lookup.reason
 
     def _bridge(self, cur_ent: Entity) -> GroundingVerdict:
         article, why = self._article(cur_ent)

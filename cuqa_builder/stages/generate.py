@@ -43,7 +43,6 @@ from cuqa_builder.generation.hard import choose_pairs, merge_pair
 from cuqa_builder.generation.pool_report import PoolTally
 from cuqa_builder.generation.recipes import RECIPES
 from cuqa_builder.generation.yield_report import Reasons, item_calls, stage_line
-from cuqa_builder.grounding.article_text import article_text
 from cuqa_builder.grounding.articles import ArticleStore, open_article_store
 from cuqa_builder.grounding.keys import entity_key
 from cuqa_builder.jsonio import (
@@ -209,8 +208,9 @@ def _known_articles(
     with tqdm(total=len(entities), desc="articles", unit="entity",
               disable=ctx.options.quiet or not entities) as bar:
         counts = store.ensure(entities, progress=bar.update)
-    tally.articles = counts.line()
-    return _passages(store, entities)
+    known = _passages(store, entities)
+    tally.articles = "; ".join([counts.line(), *store.wikitext_lines()])
+    return known
 
 
 def _with_a_known_bridge(
@@ -231,10 +231,9 @@ def _passages(store: ArticleStore, entities: list[Entity]) -> dict[str, KnownArt
     known: dict[str, KnownArticle] = {}
     for entity in entities:
         lookup = store.lookup(entity)
-        page = store.page(lookup)
-        if lookup is None or page is None:
+        text = store.text(lookup)
+        if lookup is None or text is None:
             continue
-        text = article_text(page)
         if text.passage:
             known[entity_key(entity)] = KnownArticle(
                 passage=text.passage, links=text.lead_links,

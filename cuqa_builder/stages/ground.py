@@ -4,6 +4,8 @@ For every easy item (and the easy items inside hard ones) it looks up the bridge
 which is also the answer of an AAB item, and for ABC items the known answer `k_ent` unless the
 bridge's article already names it. Lookups and articles are kept in the run (`articles.jsonl`,
 `pages/articles/`), so a re-run asks nothing twice; with `--source DIR` they are read offline.
+Every article found is read once here, so that the summary counts those read from their
+wikitext (MediaWiki's rendering refused, damaged or unsound) and the warnings name them.
 The verdicts themselves are the validate stage's: this stage only gathers the evidence, so
 validation stays offline and cheap to re-run.
 """
@@ -44,12 +46,15 @@ def run(ctx: RunContext) -> str:
     answers = [s.k_ent for s in steps
                if s.k_ent is not None and not grounder.bridge_names_answer(s.cur_ent, s.k_ent)]
     known = _ensure(ctx, store, answers, "known answers")
+    for entity in [*(s.cur_ent for s in steps), *answers]:
+        store.text(store.lookup(entity))
     where = f"from {store.source}" if store.source else f"from {ctx.options.source.wiki_api}"
     return (
         f"ground: articles at the end of {ctx.window.cutoff} {where} for {len(steps)} easy items\n"
         f"  bridges: {bridges.line()}\n"
         f"  known answers not named by the bridge's article: {known.line()}\n"
-        f"  -> {ctx.path(ARTICLES)}"
+        + "".join(f"  {line}\n" for line in store.wikitext_lines())
+        + f"  -> {ctx.path(ARTICLES)}"
         + (f" (the articles read from {store.folder}, nothing written there)" if store.source
            else f", {store.folder}")
     )

@@ -8,10 +8,11 @@ and `rvdir=older` (one title only, like the real API) it serves the revision in 
 moment, or the page without revisions when it was created later; `list=search` ranks titles by
 the query's words in title and text. `action=parse&oldid=` answers with the revision's HTML as
 MediaWiki renders it: the fixture given for that revid in `html`, else a much simplified
-rendering of its wikitext (`mediawiki_render`). Pages change between two runs with `edit` (a
-new revision, or a new page: a new day) and `delete`. Like the real API it refuses more than 50
-titles or revids, and when `max_revisions_per_reply` is set it answers only part of a batch
-with a `continue` block.
+rendering of its wikitext (`mediawiki_render`); with `parse_refused="moduledisabled"` every
+`action=parse` gets that API error instead, as from a wiki that disabled the module. Pages
+change between two runs with `edit` (a new revision, or a new page: a new day) and `delete`.
+Like the real API it refuses more than 50 titles or revids, and when `max_revisions_per_reply`
+is set it answers only part of a batch with a `continue` block.
 
 Every request is recorded (query parameters, headers, arrival time, requests in flight), and
 failures are injected in order with `fail_next(...)`: a maxlag error with Retry-After, a 429
@@ -114,6 +115,7 @@ class MediaWikiServer(LoopbackServer):
         redirects: dict[str, str] | None = None,
         max_revisions_per_reply: int | None = None,
         html: dict[int, str] | None = None,
+        parse_refused: str | None = None,
     ) -> None:
         self.revisions: dict[int, Revision] = {}
         self.current: dict[str, int] = {}  # title -> latest revid
@@ -121,6 +123,7 @@ class MediaWikiServer(LoopbackServer):
         self.page_ids: dict[str, int] = {}
         self.redirects = dict(redirects or {})
         self.html = dict(html or {})  # revid -> the `parse.text` MediaWiki gives for it
+        self.parse_refused = parse_refused  # the API error code every action=parse gets
         self.max_revisions_per_reply = max_revisions_per_reply
         self.requests: list[RecordedRequest] = []
         self._faults: deque[Fault] = deque()
@@ -268,6 +271,8 @@ class MediaWikiServer(LoopbackServer):
 
     def _parse(self, params: dict[str, str]) -> dict[str, Any]:
         """`action=parse&oldid=N&prop=text`: the revision's HTML, as formatversion=2 gives it."""
+        if self.parse_refused:
+            return _error(self.parse_refused, 'The "parse" module has been disabled.')
         oldid = params.get("oldid", "")
         revision = self.revisions.get(int(oldid)) if oldid.isdigit() else None
         if revision is None:

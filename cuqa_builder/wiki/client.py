@@ -35,11 +35,13 @@ _NAMED_IN_ERRORS = 3  # an error lists this many page titles, then "and N more"
 
 
 class WikiError(CuqaError, RuntimeError):
-    """A request that failed for good (after the bounded retries, or at once if not retryable)."""
+    """A request that failed for good (after the bounded retries, or at once if not retryable);
+    `code` is the API's error code when the wiki refused it (`moduledisabled`, `nosuchrevid`)."""
 
-    def __init__(self, reason: str, titles: Sequence[str] = ()) -> None:
+    def __init__(self, reason: str, titles: Sequence[str] = (), code: str | None = None) -> None:
         self.reason = reason
         self.titles = list(titles)
+        self.code = code
         super().__init__(f"{reason} (pages: {describe_titles(titles)})" if titles else reason)
 
 
@@ -76,6 +78,7 @@ class _Failure:
     reason: str
     retryable: bool
     retry_after_s: float | None = None
+    code: str | None = None  # the API's error code, when it answered with one
 
 
 def describe_titles(titles: Sequence[str]) -> str:
@@ -231,8 +234,8 @@ class MediaWikiClient:
                            "disableeditsection": "1", "disablelimitreport": "1"}, [title])
         parsed = data.get("parse", {})
         if parsed.get("revid") not in (None, revid) or not isinstance(parsed.get("text"), str):
-            raise WikiError(f"the API's rendering of revision {revid} came back without its "
-                            "HTML, or for another revision", [title])
+            raise WikiError("the API's rendering came back without its HTML, or for another "
+                            "revision", [f"{title} (revision {revid})"])
         return str(parsed["text"])
 
     def search_title(self, text: str) -> str | None:
@@ -310,7 +313,7 @@ class MediaWikiClient:
             if not isinstance(outcome, _Failure):
                 return outcome
             if not outcome.retryable:
-                raise WikiError(outcome.reason, titles)
+                raise WikiError(outcome.reason, titles, outcome.code)
             if retries == self.max_retries:
                 raise WikiError(f"gave up after {retries + 1} attempts: {outcome.reason}", titles)
             wait = self._retry_wait(retries, outcome.retry_after_s)
@@ -360,7 +363,7 @@ def _interpret(response: requests.Response) -> dict[str, Any] | _Failure:
         code, info = error.get("code", "?"), error.get("info", "")
         # maxlag comes as HTTP 200 with Retry-After: the servers are lagging, wait and retry.
         return _Failure(f"API error {code}: {info}", retryable=code == "maxlag",
-                        retry_after_s=retry_after)
+                        retry_after_s=retry_after, code=str(code))
     return data
 
 

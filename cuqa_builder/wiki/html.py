@@ -6,18 +6,25 @@ infobox's rows (label -> value) come back as `Rendered` text with the links wher
 with the same marks the wikitext renderer leaves (`ITEM_BREAK` between the lines of a value,
 `FOREIGN_OPEN`... around text in another language). What a reader does not read as text is
 left out: reference marks, pronunciations, hidden spans, edit links, coordinates, tables
-outside the infobox. Both the current markup (`div.mw-heading`, `infobox-label`) and the older
-one (`span.mw-headline`, `th scope=row`) are read. The only module that parses HTML (lxml).
+outside the infobox, and what a browser shows in place of something else (the fallback text of
+an `<iframe>` or `<object>`, `<noscript>`). Both the current markup (`div.mw-heading`,
+`infobox-label`) and the older one (`span.mw-headline`, `th scope=row`) are read, inside
+`div.mw-parser-output` wherever it sits (or the elements wrapping the page without it), with
+Parsoid's `<section>`s read through. A page nested deeper than any MediaWiki renders, or cut
+short by the parser's limits, is `UnreadableHtml`. The only module that parses HTML (lxml).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, unquote, urlsplit
 
+import lxml.etree
 import lxml.html
 
+from cuqa_builder.errors import CuqaError
 from cuqa_builder.wiki.rendered import (
     FOREIGN_CLOSE,
     FOREIGN_OPEN,
@@ -32,7 +39,22 @@ from cuqa_builder.wiki.wikitext import article_title
 _HEADINGS = frozenset({"h2", "h3", "h4", "h5", "h6"})
 _LISTS = frozenset({"ul", "ol", "dl"})
 _BLOCKS = frozenset({"p", "div", "li", "dd", "dt", "tr", "ul", "ol", "dl", "blockquote"})
-_UNREAD_TAGS = frozenset({"style", "script", "link", "meta", "noscript", "img", "math"})
+# Elements whose text is never the page's: code, media, forms and what a browser shows when it
+# cannot show them (an <iframe>'s or <object>'s fallback text, <noscript>).
+_UNREAD_TAGS = frozenset({
+    "style", "script", "link", "meta", "noscript", "img", "math", "iframe", "object", "embed",
+    "applet", "frame", "frameset", "noframes", "noembed", "template", "svg", "canvas", "video",
+    "audio", "map", "button", "select", "textarea", "input", "head", "title",
+})
+_INSIDE_UNREAD = " or ".join(f"self::{tag}" for tag in sorted(_UNREAD_TAGS))
+_INFOBOXES = lxml.etree.XPath(
+    f".//table[contains(@class, 'infobox')][not(ancestor::*[{_INSIDE_UNREAD}])]")
+# Elements that only wrap the page when it lacks MediaWiki's `mw-parser-output`.
+_WRAPPERS = frozenset({"div", "section", "article", "main", "body", "html"})
+# Far deeper than MediaWiki nests a page (and below lxml's own limit, past which it drops the
+# rest of the page): deeper is no rendering of an article.
+_MAX_DEPTH = 128
+_TOO_DEEP = lxml.etree.XPath(f"boolean({'/'.join(['*'] * _MAX_DEPTH)})")
 # Classes of what a reader skips or never sees as text (pronunciations included: an aside's
 # brackets then hold nothing and go too).
 _UNREAD_CLASSES = frozenset({
@@ -50,6 +72,10 @@ _HIDDEN = re.compile(r"display\s*:\s*none")
 _LABEL_BULLET = re.compile(r"^[\s•·‣◦-]+")
 
 
+class UnreadableHtml(CuqaError, ValueError):
+    """A rendering that cannot be read soundly (the message says why): read the wikitext."""
+
+
 @dataclass
 class HtmlArticle:
     """What an article's rendered HTML says, in page order."""
@@ -60,15 +86,12 @@ class HtmlArticle:
 
 
 def read_html(html: str) -> HtmlArticle:
-    """Sections, lead bold names and infobox rows of `action=parse` HTML (`parse.text`)."""
-    # lxml reads any text as HTML, as browsers do: there is no page it refuses
-    content = _content(lxml.html.fragment_fromstring(html, create_parent="div"))
+    """Sections, lead bold names and infobox rows of `action=parse` HTML (`parse.text`).
+    Raises UnreadableHtml when the page is nested too deep or too large for the parser."""
     article = HtmlArticle(sections=[Section("", 0)])
     infobox = None
-    for element in content:
+    for element in _blocks(_content(_parse(html))):
         section = article.sections[-1]
-        if not isinstance(element.tag, str):
-            continue
         if section.level == 0 and infobox is None and (infobox := _infobox(element)) is not None:
             continue  # an infobox may carry a class read nowhere else ("haudio" for an album)
         if _unread(element):
@@ -87,6 +110,20 @@ def read_html(html: str) -> HtmlArticle:
     return article
 
 
+def _parse(html: str) -> lxml.html.HtmlElement:
+    """The page's elements under one `<div>`, all of them: lxml reads any text as HTML, as
+    browsers do, but past its limits (nesting, text size) it silently drops the rest."""
+    parser = lxml.html.HTMLParser()
+    page = lxml.html.fragment_fromstring(html, create_parent="div", parser=parser)
+    limits = [entry.message.strip() for entry in parser.error_log
+              if entry.type_name == "ERR_RESOURCE_LIMIT"]
+    if limits:
+        raise UnreadableHtml(f"is more than the HTML parser reads ({limits[0]})")
+    if _TOO_DEEP(page):
+        raise UnreadableHtml(f"nests elements more than {_MAX_DEPTH} deep")
+    return page
+
+
 def _render(element: lxml.html.HtmlElement) -> Rendered:
     """An element's text as a reader sees it, with its article links."""
     walker = _Walker()
@@ -94,12 +131,30 @@ def _render(element: lxml.html.HtmlElement) -> Rendered:
     return Rendered(walker.raw(), walker.spans)
 
 
-def _content(container: lxml.html.HtmlElement) -> lxml.html.HtmlElement:
-    """`div.mw-parser-output` (MediaWiki wraps the page in it since 2017), else the fragment."""
-    children = [child for child in container if isinstance(child.tag, str)]
-    if len(children) == 1 and "mw-parser-output" in _classes(children[0]):
-        return children[0]
-    return container
+def _content(page: lxml.html.HtmlElement) -> lxml.html.HtmlElement:
+    """`div.mw-parser-output` (MediaWiki wraps the page in it since 2017), the outermost one
+    wherever it sits; without it, what the elements wrapping the whole page hold."""
+    for output in page.find_class("mw-parser-output"):
+        if not any(_unread(element) for element in output.iterancestors()):
+            return output
+    while len(children := _elements(page)) == 1 and children[0].tag in _WRAPPERS \
+            and _heading(children[0]) is None and not _unread(children[0]):
+        page = children[0]
+    return page
+
+
+def _elements(parent: lxml.html.HtmlElement) -> list[lxml.html.HtmlElement]:
+    """The child elements (not comments)."""
+    return [child for child in parent if isinstance(child.tag, str)]
+
+
+def _blocks(content: lxml.html.HtmlElement) -> Iterator[lxml.html.HtmlElement]:
+    """The content's elements in page order, those inside Parsoid's `<section>`s included."""
+    for element in _elements(content):
+        if element.tag == "section" and not _unread(element):
+            yield from _blocks(element)
+        else:
+            yield element
 
 
 def _classes(element: lxml.html.HtmlElement) -> set[str]:
@@ -141,7 +196,7 @@ def _infobox(element: lxml.html.HtmlElement) -> lxml.html.HtmlElement | None:
     """The infobox table, if `element` is it or holds it."""
     if element.tag == "table" and "infobox" in (element.get("class") or ""):
         return element
-    found = element.xpath(".//table[contains(@class, 'infobox')]")
+    found = _INFOBOXES(element)
     return found[0] if found else None
 
 
