@@ -1,6 +1,6 @@
 """Benchmark of the yield of generation (issue 10): how many items pass, for how much work,
 with the paper's recipe (`--prompts paper`; the connected recipe's yield is read by hand, see
-the README's "What the items are worth").
+docs/items.md, "What the items are worth").
 
 On the shipped snapshot `examples/wiki-sample` (events and entity articles, read offline), the
 first N unknown events go through generate, ground and validate four times:

@@ -9,6 +9,13 @@ bash scripts/install-label-studio.sh          # real Label Studio server, in its
 bash scripts/install-chromium.sh              # Debian's chromium for the review-screen browser test
 cuqa-models pull smollm2-135m-instruct-q4_1   # small embedded model for the local-model smoke test
 
+# The docs site (mkdocs.yml, docs/), strictly: a broken link or anchor, a page left out of the nav
+# or a README section a page includes that is gone fails the command. Built into a temporary
+# folder, not the checkout's site/; not --quiet, which hides the warnings --strict counts.
+site=$(mktemp -d)
+trap 'rm -rf "$site"' EXIT
+NO_MKDOCS_2_WARNING=1 python3 -m mkdocs build --strict --site-dir "$site"
+
 set +e
 python3 -m pytest "$@"
 status=$?

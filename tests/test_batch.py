@@ -24,6 +24,7 @@ from cuqa_builder.stages.generate import GenerationFailure
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events
 from cuqa_builder.testing.batch_server import ScriptedBatches, answer_batch_file
 from cuqa_builder.testing.openai_server import Reply, ScriptedLLM, last_user_message
+from tests.documentation import docs_page
 
 REPO = Path(__file__).resolve().parents[1]
 EVENTS = 12
@@ -446,7 +447,7 @@ def test_accept_partial_round_is_documented_and_needs_batch_files(
     with pytest.raises(SystemExit):
         main(["--help"])
     assert "--accept-partial-round" in capsys.readouterr().out
-    assert "--accept-partial-round" in (REPO / "README.md").read_text()
+    assert "--accept-partial-round" in docs_page("batch.md")
     with pytest.raises(SystemExit) as usage:
         main(["--out", "x", "--stage", "generate", "--accept-partial-round"])
     assert usage.value.code == 2 and "give --batch-files DIR too" in capsys.readouterr().err

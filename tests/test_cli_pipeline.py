@@ -25,6 +25,7 @@ from cuqa_builder.snapshot import articles_dir, iter_snapshot
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder
 from cuqa_builder.testing.mediawiki_server import MediaWikiServer
 from cuqa_builder.testing.openai_server import ScriptedLLM
+from tests.documentation import docs_page
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "examples" / "wiki-sample"
@@ -90,10 +91,9 @@ def test_every_stage_runs_and_a_rerun_pays_nothing(servers, tmp_path: Path, caps
     assert all(item.cutoff == "2023-04" and item.review.status == "unreviewed" for item in items)
     run_info = json.loads((run / "run.json").read_text())
     assert run_info["cutoff"] == "2023-04" and run_info["seed"] == 0
-    # the README indexes the articles where the ground stage wrote them
+    # the evaluation page indexes the articles where the ground stage wrote them
     assert any((run / ARTICLE_PAGES).glob("*.wiki"))
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    indexed = re.findall(r"cuqa-eval index [^`]*?--pages (\S+)", readme)
+    indexed = re.findall(r"cuqa-eval index [^`]*?--pages (\S+)", docs_page("evaluation.md"))
     assert indexed and all(folder.endswith(f"/{ARTICLE_PAGES}") for folder in indexed)
 
     calls, requests = llm.calls, len(wiki.requests)

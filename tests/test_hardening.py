@@ -225,7 +225,7 @@ def test_release_files_follow_the_umask(tmp_path: Path) -> None:
 def test_later_cutoffs_beside_the_runs_own_name_release_subsets(
     good_run: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The README's monthly schedule: `--cutoff RUN,LATER` on every stage is allowed."""
+    """The monthly schedule of docs/refresh.md: `--cutoff RUN,LATER` on every stage is allowed."""
     capsys.readouterr()
     assert main(["--out", str(good_run), "--cutoff", "2023-04,2023-10", "--prompts", "paper",
                  "--source", str(SAMPLE),

@@ -1,5 +1,6 @@
 """The architecture's promises, checked on the code itself so they cannot drift: the README's
-stage table is the registry's, and the "never" rules of the house hold."""
+stage table is the registry's, the documentation names files that exist and folders git ignores,
+and the "never" rules of the house hold."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from cuqa_builder.stages.registry import STAGES, markdown_table
+from tests.documentation import README, every_page
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "cuqa_builder"
@@ -35,7 +37,8 @@ def imported_names(path: Path) -> set[str]:
 
 
 def test_the_readme_stage_table_is_the_registry() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    """The README's pipeline map, which the docs' overview includes, is the registry's table."""
+    readme = README.read_text(encoding="utf-8")
     found = re.search(
         r"<!-- stage-registry:start -->\n(.*?)\n<!-- stage-registry:end -->", readme, re.S
     )
@@ -85,11 +88,12 @@ def test_prompts_and_annotation_files_live_at_the_top_level_only() -> None:
         assert data == [], f"move {data} to the top-level {folder}/ folder"
 
 
-def test_the_readme_names_prompt_and_annotation_files_where_they_are() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    named = set(re.findall(r"[\w/]*\b(?:prompts|annotation)/[\w.]+\.(?:txt|md|xml)\b", readme))
-    assert named, "the README no longer names a template or an annotation file"
-    assert sorted(name for name in named if not (ROOT / name).is_file()) == []
+def test_the_docs_name_prompt_and_annotation_files_where_they_are() -> None:
+    pattern = r"[\w/]*\b(?:prompts|annotation)/[\w.]+\.(?:txt|md|xml)\b"
+    named = {(path, name) for path, text in every_page().items()
+             for name in re.findall(pattern, text)}
+    assert named, "the docs no longer name a template or an annotation file"
+    assert sorted((path, name) for path, name in named if not (ROOT / name).is_file()) == []
 
 
 def test_only_the_run_lock_imports_filelock() -> None:
@@ -108,13 +112,14 @@ def test_only_the_html_reader_imports_lxml() -> None:
     assert importers == {"wiki/html.py"}
 
 
-def test_following_the_readme_leaves_the_checkout_clean() -> None:
-    """Every folder a command of the README writes into (`--out`, `--batch-files`, a release's
-    `output/NAME/`) is ignored by git, so a newcomer's checkout shows nothing untracked."""
+def test_following_the_docs_leaves_the_checkout_clean() -> None:
+    """Every folder a command of the README or the docs writes into (`--out`, `--batch-files`, a
+    release's `output/NAME/`, and `site/` of `mkdocs build`) is ignored by git, so a newcomer's
+    checkout shows nothing untracked."""
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("not a git checkout")
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    commands = [line for block in re.findall(r"```bash\n(.*?)```", readme, re.S)
+    commands = [line for text in every_page().values()
+                for block in re.findall(r"```bash\n(.*?)```", text, re.S)
                 for line in block.replace("\\\n", " ").splitlines() if "--estimate" not in line]
     written = {path for line in commands
                for path in re.findall(r"--(?:out|batch-files)\s+(\S+)", line)}
@@ -122,6 +127,7 @@ def test_following_the_readme_leaves_the_checkout_clean() -> None:
                 for name in re.findall(r"--name\s+(\S+)", line)}
     assert {"runs/sample", "evals/table1", "probes/gpt-4o", "rounds", "output/cuqa-2023-04"} \
         <= written
+    written.add("site")  # `mkdocs build` without --site-dir
     for path in sorted(written):
         ignored = subprocess.run(["git", "check-ignore", "-q", path], cwd=ROOT)
         assert ignored.returncode == 0, f"{path} would show as untracked"

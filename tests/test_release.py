@@ -299,7 +299,7 @@ def test_release_needs_a_plain_name(
     run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: tuple[str, ...],
     message: str,
 ) -> None:
-    """A usage error, exit 2, as the README promises for a flag that cannot work."""
+    """A usage error, exit 2, as docs/troubleshooting.md promises for a flag that cannot work."""
     with pytest.raises(SystemExit) if extra else contextlib.nullcontext():
         assert release(run, tmp_path / "output", *extra) == 2
     assert message in capsys.readouterr().err

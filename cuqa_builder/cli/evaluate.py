@@ -156,7 +156,7 @@ def _retrieval_arguments(parent: argparse.ArgumentParser) -> None:
 
 
 def _scoring_and_judge_arguments(parent: argparse.ArgumentParser) -> None:
-    scoring = parent.add_argument_group("scoring (cover-em, em, f1; see the README)")
+    scoring = parent.add_argument_group("scoring (cover-em, em, f1; see docs/evaluation.md)")
     scoring.add_argument("--no-aliases", dest="aliases", action="store_false",
                          help="score against a CuQA item's answer only, not its answer_aliases "
                          "(Wikipedia titles of the answer entity; counted by default)")

@@ -41,7 +41,7 @@ class RetrieverInfo(BaseModel):
 
 
 class Scoring(BaseModel):
-    """The choices of ours in scoring (the README says why each default is what it is)."""
+    """The choices of ours in scoring (docs/evaluation.md says why each default is what it is)."""
 
     aliases: bool = True  # a CuQA item's answer_aliases count as gold answers
     yes_no_first_word: bool = False  # em/f1 read "Yes, because ..." as "yes" for a yes/no gold
