@@ -148,7 +148,7 @@ class KnownArticle:
     relations: list[Relation] = field(default_factory=list)
     names: list[str] = field(default_factory=list)  # the lead's bold names of the entity
     definite: frozenset[str] = frozenset()  # the names English writes with "the"
-    size: int = 0  # characters of its wikitext at the cutoff: long articles are of famous things
+    size: int = 0  # characters of its text at the cutoff: long articles are of famous things
 
     def as_written(self, name: str) -> str:
         """`name` as the article writes it: "the United Kingdom"."""

@@ -116,7 +116,7 @@ _PROPERTY_PRIOR = {
 _DEFAULT_PRIOR = 0.5
 _POINTED_TO = 0.1  # an answer any guess about the news's country names
 _COUNTRY_BRIDGE = 0.3  # a country the news happened in is rarely hard to name
-_FAMOUS_SIZE = 60_000  # characters of wikitext at which a bridge counts half as obscure
+_FAMOUS_SIZE = 30_000  # characters of text at which a bridge counts half as obscure
 
 
 def rank(bridge: Bridge, hop: Hop, answer: str, pointed: frozenset[str]) -> float:

@@ -240,7 +240,8 @@ def _passages(store: ArticleStore, entities: list[Entity]) -> dict[str, KnownArt
                 evidence=store.evidence(lookup, text.lead[:1]), kind=text.kind,
                 relations=[r for r in text.relations if r.values and text.sentences_naming(
                     [r.values[0].text, r.values[0].title], limit=1)],
-                names=text.names, definite=text.definite, size=len(page.wikitext),
+                names=text.names, definite=text.definite,
+                size=sum(len(sentence) for sentence in text.sentences),
             )
     return known
 
