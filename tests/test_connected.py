@@ -640,3 +640,37 @@ def test_a_description_that_leans_on_the_event_s_topic_line_is_refused() -> None
         f"{event.date:%B %Y}", [morocco], event, {})
     assert said.set_aside == ("refused: the description says 'the earthquake', which only the "
                               "event's topic line names")
+
+
+def test_a_checker_down_for_one_event_fails_only_that_event(tmp_path: Path) -> None:
+    """Issue 31: the checker fails for good on the coronation's guesses (HTTP 500, no retry):
+    that event fails as not answered, with its calls; the other events' candidates are
+    written; the same command then asks only the failed calls again."""
+
+    class DownOnce(PoolResponder):
+        down = True
+
+        def __call__(self, body: dict[str, Any]) -> Reply:
+            prompt = last_user_message(body)
+            if self.down and prompt.startswith("Imagine") and "Q4." in prompt:
+                return Reply(status=500, text="checker down")
+            return super().__call__(body)
+
+    responder = DownOnce()
+    with ScriptedLLM(responder) as llm:
+        assert _build(tmp_path, llm, "events") == 0
+        assert _build(tmp_path, llm, "generate", "--max-retries", "0") == 0
+        made = read_jsonl(tmp_path / "candidates.jsonl", Candidate)
+        [failure] = [f for f in read_jsonl(tmp_path / "generation-failures.jsonl",
+                                           GenerationFailure) if f.step != "Select"]
+        assert failure.step == "Check" and "could not be asked" in failure.reason
+        assert "DescribeBridges" in [c.function for c in failure.calls]
+        assert len({i.event.id for i in made}) == 3 and failure.event_id not in {
+            i.event.id for i in made}
+        responder.down = False
+        before = llm.calls
+        assert _build(tmp_path, llm, "generate") == 0
+        # the whole questions' guesses (the masked ones, one line, were answered and cached),
+        # then the open book
+        assert llm.calls - before == 2
+    assert len(read_jsonl(tmp_path / "candidates.jsonl", Candidate)) == len(made) + 4

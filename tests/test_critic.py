@@ -116,3 +116,18 @@ def test_same_answer_and_the_same_question_in_other_words_on_another_event() -> 
     flagged = find_near_duplicates([first, second], [[], []])
     assert flagged[1].check == "near_duplicate"
     assert flagged[1].reason.startswith("near_duplicate of cq-a (questions ")
+
+
+def test_one_story_told_by_two_events_is_one_item() -> None:
+    """Issue 32: an earthquake and, two days later, its death toll: the same bridge to the same
+    answer is one item, whatever the words; two hops of one event with other answers are two."""
+    first = abc(id="cq-quake")
+    toll = abc(id="cq-toll", event=river().event,
+               question="What is the capital of the country where rescuers reached villages "
+               "after a magnitude 6.8 earthquake in September 2023?")
+    other_hop = abc(id="cq-hop", answer="Elsewhere",
+                    question=first.question.replace("In which city", "In which district"))
+    flagged = find_near_duplicates([first, toll, other_hop], [[], [], []])
+    assert flagged[1].reason == ("near_duplicate of cq-quake (same bridge and answer: one story "
+                                 "told by two events)")
+    assert 2 not in flagged

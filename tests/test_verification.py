@@ -364,3 +364,39 @@ def test_each_check_reads_as_one_line_for_annotators() -> None:
         "✗ one answer: checker finds that else fits: NYSE; LSE",
         "✓ one answer: checker finds that else fits: nothing",
     ]
+
+
+def test_a_judge_that_says_nothing_measures_nothing_and_the_item_fails(tmp_path: Path) -> None:
+    """Issue 31: a guess sharing words with the answer ("IDF Ground Forces") goes to the
+    judge; a judge reply with neither Yes nor No is no verdict: `connected` fails as
+    unreadable, naming the guess, never passes."""
+
+    class Mute(Checker):
+        def __call__(self, body: dict[str, Any]) -> Reply:
+            if "Output Yes or No" in last_user_message(body):
+                return Reply(text="Hmm, hard to say.")
+            return super().__call__(body)
+
+    guessed = "1. IDF Ground Forces\n2. Navy\n3. Air Force\n4. Border Police\n5. Shin Bet"
+    army = "Israeli Ground Forces"
+    with ScriptedLLM(Mute(_honest(army, masked=guessed))) as llm:
+        outcome = _check(llm, tmp_path, _item(army), fail_fast=True)
+    connected = outcome.verdicts[0]
+    assert connected.check == "connected" and not connected.passed
+    assert connected.unreadable and "'IDF Ground Forces'" in connected.unreadable
+    assert "cannot be read" in failure_reason(connected)
+
+
+def test_an_open_book_reply_without_an_answer_says_it_gave_none(tmp_path: Path) -> None:
+    """Issue 31: "Answer:" with nothing after it fails `answered_with_event` as "gave no
+    answer" (not `answers "" instead`); a reply with no Answer line at all is unreadable."""
+    empty = "Answer:\nOther things the description fits: none\nOther right answers: none"
+    with ScriptedLLM(Checker(_honest("Nasdaq", open_book=empty))) as llm:
+        outcome = _check(llm, tmp_path, _item())
+    answered = next(v for v in outcome.verdicts if v.check == "answered_with_event")
+    assert not answered.passed and not answered.unreadable
+    assert failure_reason(answered) == "with the event in hand, checker gave no answer"
+    with ScriptedLLM(Checker(_honest("Nasdaq", open_book="I'd rather not."))) as llm:
+        outcome = _check(llm, tmp_path / "b", _item())
+    assert all(v.unreadable == "no 'Answer:' line" for v in outcome.verdicts
+               if v.check in ("answered_with_event", "one_answer"))

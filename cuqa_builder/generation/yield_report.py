@@ -18,7 +18,9 @@ from cuqa_builder.records import Candidate, GenerationFailure, PromptCall
 NO_BRANCH = "none"  # an event that failed before its branch was drawn (no usable bridge)
 _REASON_CHARS = 120  # of the most common refusal, quoted
 # What a reason quotes of its own case: a name, a model's output, a number.
-_PARTICULARS = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\d+(?:[.,]\d+)*")
+# A quote opens after no letter ("the event's first sentence" holds an apostrophe, not one).
+_PARTICULARS = re.compile(r"(?<!\w)'(?:[^'\\]|\\.)*'(?!\w)|(?<!\w)\"(?:[^\"\\]|\\.)*\""
+                          r"|\d+(?:[.,]\d+)*")
 
 
 @dataclass
