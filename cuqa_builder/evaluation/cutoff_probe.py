@@ -44,8 +44,8 @@ from cuqa_builder.generation.algorithm import (
     UNKNOWN_QUESTION_GEN,
     GenerationError,
     Generator,
-    draw,
 )
+from cuqa_builder.generation.seeding import draw
 from cuqa_builder.jsonio import atomic_write_json, iter_jsonl, write_jsonl
 from cuqa_builder.llm.gateway import Gateway, open_gateway
 from cuqa_builder.llm.settings import LLMOptions, LLMSettings, resolve_settings

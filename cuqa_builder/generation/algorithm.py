@@ -16,8 +16,6 @@ the cutoff (given by the stage; generation does no I/O) and `k_ent` is one of th
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import random
 import re
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -28,6 +26,7 @@ from pydantic import BaseModel
 
 from cuqa_builder.errors import CuqaError
 from cuqa_builder.generation.output_parsing import OutputError, parse_passage, parse_question
+from cuqa_builder.generation.seeding import Draws, candidate_id, draw
 from cuqa_builder.grounding.article_text import with_article
 from cuqa_builder.grounding.infobox import Relation
 from cuqa_builder.grounding.keys import entity_key
@@ -221,38 +220,6 @@ def load_templates(steps: tuple[Step, ...] = STEPS) -> dict[str, PromptTemplate]
     """The steps' templates (the paper's five by default), checked now so a broken file fails
     before any call is paid."""
     return {step.template: load_prompt(step.template, expects=step.placeholders) for step in steps}
-
-
-def _digest(*parts: object) -> bytes:
-    return hashlib.sha256(":".join(str(p) for p in parts).encode()).digest()
-
-
-def event_seed(seed: int, event_id: str) -> int:
-    return int.from_bytes(_digest(seed, event_id)[:8], "big")
-
-
-def candidate_id(seed: int, event_id: str, *parts: object) -> str:
-    """An easy item's id: of its event (the paper's recipe makes one per event), and of what
-    else tells it apart (the connected recipe's bridge and known hop)."""
-    return f"cq-{_digest(seed, event_id, *parts).hex()[:16]}"
-
-
-@dataclass(frozen=True)
-class Draws:
-    """Every random number one event needs, drawn in a fixed order before any call."""
-
-    cur_index: int
-    aab: bool
-    k_fraction: float  # picks k_ent once the passage's entities are known
-    api_seed: int
-
-
-def draw(seed: int, event_id: str, n_entities: int) -> Draws:
-    """`n_entities`: how many entities cur_ent is drawn from."""
-    rng = random.Random(event_seed(seed, event_id))
-    cur_index = rng.randrange(n_entities)  # = rng.choice(entities)
-    aab = rng.randint(1, 9) < 5  # Algorithm 1, line 7: AAB with probability 4/9
-    return Draws(cur_index, aab, k_fraction=rng.random(), api_seed=rng.getrandbits(31))
 
 
 def same_entity(a: Entity, b: Entity) -> bool:

@@ -30,12 +30,10 @@ from typing import ClassVar
 
 from cuqa_builder.generation.algorithm import (
     MERGE_QUESTIONS,
-    Draws,
     GenerationError,
     Generator,
     Made,
     Step,
-    draw,
     load_prompt,
 )
 from cuqa_builder.generation.bridges import usable
@@ -68,6 +66,7 @@ from cuqa_builder.generation.pool import (
     ranked,
     unknown_question,
 )
+from cuqa_builder.generation.seeding import Draws, draw
 from cuqa_builder.generation.structural import describe_from_parse
 from cuqa_builder.grounding.keys import entity_key
 from cuqa_builder.llm.types import LLMError

@@ -27,11 +27,11 @@ from cuqa_builder.generation.algorithm import (
     Generator,
     Sampling,
     Step,
-    draw,
 )
 from cuqa_builder.generation.connected import MAX_BRIDGES, ConnectedGenerator
 from cuqa_builder.generation.describing import DESCRIBE_BRIDGES
 from cuqa_builder.generation.known_facts import KNOWN_FACTS, KNOWN_FACTS_MODEL
+from cuqa_builder.generation.seeding import draw
 from cuqa_builder.jsonio import iter_jsonl
 from cuqa_builder.llm.estimate import CallPlan
 from cuqa_builder.prompts import PromptTemplate, load_prompt

@@ -19,8 +19,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from cuqa_builder.generation.algorithm import KnownArticle, candidate_id
+from cuqa_builder.generation.algorithm import (
+    KnownArticle,
+)
 from cuqa_builder.generation.known_facts import CATEGORY, Hop
+from cuqa_builder.generation.seeding import candidate_id
 from cuqa_builder.generation.structural import plural
 from cuqa_builder.grounding.keys import entity_key
 from cuqa_builder.records import Entity, Event, QuestionType

@@ -14,15 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import importlib
 import time
-from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 
 from pydantic import BaseModel
 from tqdm import tqdm
@@ -33,16 +29,14 @@ from cuqa_builder.generation.algorithm import (
     KnownArticle,
     Made,
     Sampling,
-    candidate_id,
     load_templates,
 )
-from cuqa_builder.generation.bridges import RENAMED
 from cuqa_builder.generation.connected import ConnectedGenerator
 from cuqa_builder.generation.estimate import StepRates, plan_easy, plan_hard
 from cuqa_builder.generation.hard import choose_pairs, merge_pair
-from cuqa_builder.generation.pool_report import PoolTally
 from cuqa_builder.generation.recipes import RECIPES
-from cuqa_builder.generation.yield_report import Reasons, item_calls, stage_line
+from cuqa_builder.generation.seeding import candidate_id
+from cuqa_builder.generation.yield_report import stage_line
 from cuqa_builder.grounding.articles import ArticleStore, open_article_store
 from cuqa_builder.grounding.keys import entity_key
 from cuqa_builder.jsonio import (
@@ -53,13 +47,13 @@ from cuqa_builder.jsonio import (
     read_jsonl,
     write_jsonl,
 )
-from cuqa_builder.llm.batch import describe_batches, describe_files_read
-from cuqa_builder.llm.estimate import CallPlan, calibration, compare
+from cuqa_builder.llm.batch import describe_files_read
+from cuqa_builder.llm.estimate import CallPlan, calibration
 from cuqa_builder.llm.gateway import Gateway, open_gateway
 from cuqa_builder.llm.settings import LLMSettings, resolve_settings
 from cuqa_builder.llm.types import GatewayStats, LLMError
-from cuqa_builder.ner import EntityExtractor, Token, parse_tokens
-from cuqa_builder.ner_memo import NerMemo
+from cuqa_builder.ner import Token
+from cuqa_builder.passage_entities import PassageEntities
 from cuqa_builder.records import Candidate, Entity, Event, GenerationFailure
 from cuqa_builder.refresh import stale_candidates
 from cuqa_builder.run import (
@@ -75,128 +69,12 @@ from cuqa_builder.run import (
     save_run_info,
 )
 from cuqa_builder.stages.endpoints import open_checker
+from cuqa_builder.stages.generate_tally import Tally, short, summary_of
 from cuqa_builder.verification.checker import ItemChecker
 
 # Events in flight per allowed concurrent call: an event waits on one call at a time for most
 # of its life, so twice as many events as call slots keeps every slot busy.
 EVENTS_PER_CALL_SLOT = 2
-
-
-@dataclass
-class Tally:
-    selected: int = 0
-    stale: int = 0  # candidates taken out to be made again: their event changed
-    no_entities: int = 0
-    outside_window: int = 0
-    already_done: int = 0
-    aab: int = 0
-    abc: int = 0
-    fallbacks: int = 0
-    failed: int = 0
-    hard_requested: int = 0
-    hard_written: int = 0
-    hard_failed: int = 0
-    no_article: int = 0  # --known-source wiki: no entity of the event had an article then
-    refused: int = 0  # outputs a step check refused (asked again, or the step failed)
-    repaired: int = 0  # items written after at least one refused output
-    articles: str = ""  # --known-source wiki: what the article lookups did
-    guesser: str = ""  # --probe-model: its guesses while composing
-    set_aside: Counter[str] = field(default_factory=Counter)  # entities no bridge, by reason
-    reasons: Reasons = field(default_factory=Reasons)  # "step: reason" of each failure
-    unanswered: int = 0  # failures of a call to the endpoint: a re-run asks it again
-    skipped: list[tuple[str, str]] = field(default_factory=list)  # (event id, why) not tried
-    pools: PoolTally = field(default_factory=PoolTally)
-
-    @property
-    def written(self) -> int:
-        return self.aab + self.abc + self.hard_written
-
-    def most_common_failure(self) -> str:
-        return self.reasons.most_common()
-
-    def retry(self) -> str:
-        """What trying the failures again takes. A re-run asks again only the calls the endpoint
-        did not answer; the answers it gave are cached, so their failures come back alike."""
-        failed = self.reasons.total()
-        if self.unanswered == failed:
-            return "their calls were not answered: the same command asks them again"
-        again = (f"; the {self.unanswered} whose call was not answered are asked again"
-                 if self.unanswered else "")
-        return ("a re-run replays the cached answers and fails them alike: a larger --attempts "
-                "asks a refused step again, --refresh asks every call anew, another --model or "
-                f"--seed takes another way{again}")
-
-    def count_made(self, made: Made) -> None:
-        for item in made.items:
-            self.count(item)
-        if made.pool is not None:
-            self.pools.add(made.pool)
-
-    def count(self, item: Candidate) -> None:
-        calls = item_calls(item)
-        refused = sum(call.rejected is not None for call in calls)
-        self.refused += refused
-        self.repaired += refused > 0
-        if item.difficulty == "hard":
-            self.hard_written += 1
-            return
-        if item.type == "AAB":
-            self.aab += 1
-        else:
-            self.abc += 1
-        if item.intermediates and item.intermediates.fallback:
-            self.fallbacks += 1
-
-
-class PassageEntities:
-    """spaCy NER on known passages, off the event loop, one passage at a time; each passage's
-    entities are kept (`NER_MEMO`), so a resumed run does not find them again."""
-
-    def __init__(self, model_name: str, memo_path: Path) -> None:
-        self.model_name = model_name
-        self._memo_path = memo_path
-        self._memo: NerMemo | None = None  # opened by the first passage (none in AAB-only runs)
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spacy")
-        self._pipeline: Future[EntityExtractor] | None = None
-
-    def start(self) -> None:
-        """Import spaCy and load the pipeline in the background while the first calls run.
-
-        spaCy imports the legacy `httpx` package, which the openai client looks up in
-        `sys.modules` while building every request: imported from another thread, it could be
-        seen half-initialised and the request would fail. So `httpx` alone is imported here,
-        on the event loop's thread (~50 ms), and the rest of spaCy (~1 s) off it.
-        """
-        if self._pipeline is None:
-            importlib.import_module("httpx")
-            self._pipeline = self._thread.submit(EntityExtractor, self.model_name)
-
-    def _find(self, text: str) -> list[Entity]:
-        assert self._pipeline is not None
-        assert self._memo is not None
-        found = self._pipeline.result().for_texts([text])[0]
-        self._memo.put(text, found)
-        return found
-
-    async def parse(self, text: str) -> list[Token]:
-        """An event sentence's dependency parse (the connected recipe's fallback description),
-        on the same thread as NER."""
-        return await asyncio.get_running_loop().run_in_executor(
-            self._thread, parse_tokens, text, self.model_name)
-
-    async def __call__(self, text: str) -> list[Entity]:
-        if self._memo is None:
-            self._memo = NerMemo(self._memo_path, pipeline=self.model_name)
-        found = self._memo.get(text)
-        if found is not None:
-            return found
-        self.start()
-        return await asyncio.get_running_loop().run_in_executor(self._thread, self._find, text)
-
-    def close(self) -> None:
-        self._thread.shutdown(wait=False, cancel_futures=True)
-        if self._memo is not None:
-            self._memo.close()
 
 
 def _known_articles(
@@ -334,7 +212,7 @@ class _Writer:
             self.tally.hard_failed += 1
         else:
             self.tally.failed += 1
-        self.tally.reasons.add(f"{error.step}: {_short(error.reason)}")
+        self.tally.reasons.add(f"{error.step}: {short(error.reason)}")
         self.tally.unanswered += _unanswered(error)
 
     def close(self) -> None:
@@ -585,68 +463,17 @@ async def _compose_time_checker(
     return checker
 
 
-def _summary(
-    ctx: RunContext, tally: Tally, model: str, stats: GatewayStats, wall: float,
-    plan: CallPlan | None,
-) -> str:
-    skipped = [f"{n} {why}" for n, why in (
-        (tally.no_entities, "without entities"), (tally.outside_window, "outside the window"),
-        (tally.no_article, "without an entity that had an article at the cutoff"),
-    ) if n]
-    lines = [
-        f"generate: {tally.selected} events"
-        + (f" ({', '.join(skipped)} skipped)" if skipped else "")
-        + f"; {tally.aab + tally.abc} new candidates (AAB {tally.aab}, ABC {tally.abc}"
-        + (f"; {tally.fallbacks} took the other branch" if tally.fallbacks else "")
-        + f"), {tally.already_done} already done, {tally.failed} failed"
-        + (f"; {tally.stale} of them stale (their event was reworded), made again"
-           if tally.stale else ""),
-    ]
-    if tally.hard_requested:
-        lines.append(f"  hard: {tally.hard_written} new (requested {tally.hard_requested}), "
-                     f"{tally.hard_failed} failed")
-    if tally.failed or tally.hard_failed:
-        lines.append(f"  most common failure: {tally.most_common_failure()}")
-        lines.append(f"  failures: {ctx.path(GENERATION_FAILURES)} ({tally.retry()})")
-    lines.append(f"  repair (--attempts {ctx.options.generate.attempts}): {tally.refused} outputs "
-                 f"refused by their step check; {tally.repaired} items written after a retry")
-    if tally.articles:
-        lines.append(f"  articles at the cutoff: {tally.articles}")
-    lines += tally.pools.lines()
-    renamed = tally.set_aside.pop(RENAMED, 0)
-    if tally.set_aside:
-        reasons = "; ".join(f"{n} {why}" for why, n in tally.set_aside.most_common())
-        lines.append(f"  entities set aside as bridges: {reasons}")
-    if renamed:
-        lines.append(f"  {renamed} bridges named by their article's title: {RENAMED}")
-    lines.append(
-        f"  LLM {model}: {stats.calls} calls, {stats.cache_hits} cache hits, "
-        f"{stats.prompt_tokens} tokens in, {stats.completion_tokens} out, ${stats.cost:.4f}"
-        f"{describe_batches(stats)}; wall {wall:.1f} s -> {ctx.path(CANDIDATES)}"
-    )
-    if tally.guesser:
-        lines.append(f"  {tally.guesser}")
-    if plan is not None:
-        lines.append(compare(plan, stats))
-    return "\n".join(lines)
-
-
 def _whole_stage(ctx: RunContext, model: str) -> str:
     records = stage_line(iter_jsonl(ctx.path(CANDIDATES), Candidate),
                          iter_jsonl(ctx.path(GENERATION_FAILURES), GenerationFailure))
     return f"{records}; {describe_files_read(ctx.path(LLM_CACHE), model)}"
 
 
-def _short(reason: str, limit: int = 160) -> str:
-    reason = " ".join(reason.split())
-    return reason if len(reason) <= limit else reason[: limit - 1] + "…"
-
-
 def run(ctx: RunContext) -> str:
     started = time.perf_counter()
     tally = Tally()
     model, stats, plan = asyncio.run(_run(ctx, tally))
-    summary = _summary(ctx, tally, model, stats, time.perf_counter() - started, plan)
+    summary = summary_of(ctx, tally, model, stats, time.perf_counter() - started, plan)
     if ctx.options.generate.limit == 0:
         summary = ("generate: nothing to do: --limit 0 takes no event (the later stages work "
                    "on the candidates already made, if any)\n" + summary)

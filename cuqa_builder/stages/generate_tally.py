@@ -1,0 +1,133 @@
+"""What the generate stage counts as it works, and the summary it prints from that."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from cuqa_builder.generation.algorithm import Made
+from cuqa_builder.generation.bridges import RENAMED
+from cuqa_builder.generation.pool_report import PoolTally
+from cuqa_builder.generation.yield_report import Reasons, item_calls
+from cuqa_builder.llm.batch import describe_batches
+from cuqa_builder.llm.estimate import CallPlan, compare
+from cuqa_builder.llm.types import GatewayStats
+from cuqa_builder.records import Candidate
+from cuqa_builder.run import CANDIDATES, GENERATION_FAILURES, RunContext
+
+
+@dataclass
+class Tally:
+    selected: int = 0
+    stale: int = 0  # candidates taken out to be made again: their event changed
+    no_entities: int = 0
+    outside_window: int = 0
+    already_done: int = 0
+    aab: int = 0
+    abc: int = 0
+    fallbacks: int = 0
+    failed: int = 0
+    hard_requested: int = 0
+    hard_written: int = 0
+    hard_failed: int = 0
+    no_article: int = 0  # --known-source wiki: no entity of the event had an article then
+    refused: int = 0  # outputs a step check refused (asked again, or the step failed)
+    repaired: int = 0  # items written after at least one refused output
+    articles: str = ""  # --known-source wiki: what the article lookups did
+    guesser: str = ""  # --probe-model: its guesses while composing
+    set_aside: Counter[str] = field(default_factory=Counter)  # entities no bridge, by reason
+    reasons: Reasons = field(default_factory=Reasons)  # "step: reason" of each failure
+    unanswered: int = 0  # failures of a call to the endpoint: a re-run asks it again
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (event id, why) not tried
+    pools: PoolTally = field(default_factory=PoolTally)
+
+    @property
+    def written(self) -> int:
+        return self.aab + self.abc + self.hard_written
+
+    def most_common_failure(self) -> str:
+        return self.reasons.most_common()
+
+    def retry(self) -> str:
+        """What trying the failures again takes. A re-run asks again only the calls the endpoint
+        did not answer; the answers it gave are cached, so their failures come back alike."""
+        failed = self.reasons.total()
+        if self.unanswered == failed:
+            return "their calls were not answered: the same command asks them again"
+        again = (f"; the {self.unanswered} whose call was not answered are asked again"
+                 if self.unanswered else "")
+        return ("a re-run replays the cached answers and fails them alike: a larger --attempts "
+                "asks a refused step again, --refresh asks every call anew, another --model or "
+                f"--seed takes another way{again}")
+
+    def count_made(self, made: Made) -> None:
+        for item in made.items:
+            self.count(item)
+        if made.pool is not None:
+            self.pools.add(made.pool)
+
+    def count(self, item: Candidate) -> None:
+        calls = item_calls(item)
+        refused = sum(call.rejected is not None for call in calls)
+        self.refused += refused
+        self.repaired += refused > 0
+        if item.difficulty == "hard":
+            self.hard_written += 1
+            return
+        if item.type == "AAB":
+            self.aab += 1
+        else:
+            self.abc += 1
+        if item.intermediates and item.intermediates.fallback:
+            self.fallbacks += 1
+
+
+def summary_of(
+    ctx: RunContext, tally: Tally, model: str, stats: GatewayStats, wall: float,
+    plan: CallPlan | None,
+) -> str:
+    skipped = [f"{n} {why}" for n, why in (
+        (tally.no_entities, "without entities"), (tally.outside_window, "outside the window"),
+        (tally.no_article, "without an entity that had an article at the cutoff"),
+    ) if n]
+    lines = [
+        f"generate: {tally.selected} events"
+        + (f" ({', '.join(skipped)} skipped)" if skipped else "")
+        + f"; {tally.aab + tally.abc} new candidates (AAB {tally.aab}, ABC {tally.abc}"
+        + (f"; {tally.fallbacks} took the other branch" if tally.fallbacks else "")
+        + f"), {tally.already_done} already done, {tally.failed} failed"
+        + (f"; {tally.stale} of them stale (their event was reworded), made again"
+           if tally.stale else ""),
+    ]
+    if tally.hard_requested:
+        lines.append(f"  hard: {tally.hard_written} new (requested {tally.hard_requested}), "
+                     f"{tally.hard_failed} failed")
+    if tally.failed or tally.hard_failed:
+        lines.append(f"  most common failure: {tally.most_common_failure()}")
+        lines.append(f"  failures: {ctx.path(GENERATION_FAILURES)} ({tally.retry()})")
+    lines.append(f"  repair (--attempts {ctx.options.generate.attempts}): {tally.refused} outputs "
+                 f"refused by their step check; {tally.repaired} items written after a retry")
+    if tally.articles:
+        lines.append(f"  articles at the cutoff: {tally.articles}")
+    lines += tally.pools.lines()
+    renamed = tally.set_aside.pop(RENAMED, 0)
+    if tally.set_aside:
+        reasons = "; ".join(f"{n} {why}" for why, n in tally.set_aside.most_common())
+        lines.append(f"  entities set aside as bridges: {reasons}")
+    if renamed:
+        lines.append(f"  {renamed} bridges named by their article's title: {RENAMED}")
+    lines.append(
+        f"  LLM {model}: {stats.calls} calls, {stats.cache_hits} cache hits, "
+        f"{stats.prompt_tokens} tokens in, {stats.completion_tokens} out, ${stats.cost:.4f}"
+        f"{describe_batches(stats)}; wall {wall:.1f} s -> {ctx.path(CANDIDATES)}"
+    )
+    if tally.guesser:
+        lines.append(f"  {tally.guesser}")
+    if plan is not None:
+        lines.append(compare(plan, stats))
+    return "\n".join(lines)
+
+
+def short(reason: str, limit: int = 160) -> str:
+    reason = " ".join(reason.split())
+    return reason if len(reason) <= limit else reason[: limit - 1] + "…"
