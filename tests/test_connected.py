@@ -676,3 +676,16 @@ def test_a_checker_down_for_one_event_fails_only_that_event(tmp_path: Path) -> N
         # then the open book
         assert llm.calls - before == 2
     assert len(read_jsonl(tmp_path / "candidates.jsonl", Candidate)) == len(made) + 4
+
+
+def test_a_known_facts_reply_in_another_step_s_shape_is_refused() -> None:
+    """Issue 31: a reply in another step's shape ("Answer: ..." / "Question: ...") is no line
+    of known facts (asked again); a category that is no plural phrase is refused."""
+    from cuqa_builder.generation.known_facts import parse_facts
+    from cuqa_builder.generation.output_parsing import OutputError
+
+    with pytest.raises(OutputError):
+        parse_facts("Answer: San Jose, California\nQuestion: Where is the company based?")
+    company = _facts(Entity(text="Cisco", label="ORG"), "company")
+    assert "not a plural noun phrase" in category_problem("San Jose, California", company)
+    assert category_problem("Fortune 500 companies", company) is None

@@ -151,6 +151,7 @@ _MEMBER_KINDS = {
     "person": frozenset({"people", "laureates", "winners", "members", "politicians", "players",
                          "leaders", "presidents", "ministers", "athletes", "recipients"}),
 }
+_PLURALS = frozenset({"people", "men", "women", "children", "alumni", "media"})
 _COUNTRY_WORDS = frozenset({"countries", "states", "nations", "economies"})
 
 
@@ -171,6 +172,8 @@ def category_problem(category: str, bridge: BridgeFacts) -> str | None:
     if not 1 < len(words) <= _MAX_CATEGORY_WORDS:
         return f"the category {category!r} is not a short plural noun phrase"
     head = _head_noun(words)
+    if not head.endswith("s") and head not in _PLURALS:
+        return f"the category {category!r} is not a plural noun phrase (its members)"
     members = _MEMBER_KINDS.get(bridge.kind)
     if members is not None and head not in members:
         return f"the category {category!r} holds {head}, not a {bridge.kind}"
