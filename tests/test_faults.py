@@ -444,8 +444,9 @@ class Refusing:
 
 def test_a_batch_request_failing_in_every_round_fails_after_max_retries(tmp_path: Path) -> None:
     """Fault 3: every round of `--batch-files` answered with HTTP 500 and `--max-retries 2`:
-    each request is asked in 3 rounds, then fails with its error as a live call does (and, as
-    live, the next command asks it again)."""
+    each request is asked in 3 rounds, then fails with its error as a live call does. Issue 31,
+    item 9: a later command fails it at once (no round is written for it), until a larger
+    `--max-retries` gives it more rounds."""
     run, rounds = tmp_path / "run", tmp_path / "rounds"
     write_jsonl(run / EVENTS, make_events(5))
     argv = batch_files_generate(run, rounds, "--model", "scripted", "--max-retries", "2")
@@ -459,13 +460,76 @@ def test_a_batch_request_failing_in_every_round_fails_after_max_retries(tmp_path
     assert len(asked) == 10 and set(asked.values()) == {3}  # two calls a event, three rounds
     assert engine.answered == 30 and len(list(rounds.glob("*.input.jsonl"))) == 3
     assert done.returncode == 1 and "Traceback" not in done.stderr
-    assert done.stderr.strip().splitlines()[-1].startswith(
+    assert done.stderr.strip().splitlines()[-1] == (
         "cuqa-build: error: generate failed: no candidate could be made: 5 failed, most "
         "commonly UnknownQuestionGen: scripted: batch call failed after 3 rounds: HTTP 500: "
-        "the engine ran out of memory")
+        "the engine ran out of memory (asked again only with a larger --max-retries) (5 of 5 "
+        f"failures); details in {run / GENERATION_FAILURES}; their batch calls failed in every "
+        "round --max-retries allows: a larger --max-retries asks them again")
     failures = read_jsonl(run / GENERATION_FAILURES, GenerationFailure)
     assert len(failures) == 5 and all("after 3 rounds: HTTP 500" in f.reason for f in failures)
-    assert cuqa_build(*argv).returncode == 75 and (rounds / "round-004.input.jsonl").exists()
+    before = files(rounds)
+    again = cuqa_build(*argv)
+    assert again.returncode == 1 and files(rounds) == before  # nothing asked, nothing paid
+    assert again.stderr.strip().splitlines()[-1] == done.stderr.strip().splitlines()[-1]
+    more = cuqa_build(*without(argv, "--max-retries"), "--max-retries", "3")
+    assert more.returncode == 75 and asked_in_rounds(rounds) == {key: 4 for key in asked}
+
+
+class FailingFrom:
+    """An offline engine whose rounds from the `first`-th on are answered with HTTP 500."""
+
+    def __init__(self, first: int, engine: Responder) -> None:
+        self.first, self.engine = first, engine
+        self.round = 0
+        self.answered = 0
+
+    def answer(self, rounds: Path) -> None:
+        self.round += 1
+        answer_last_round(rounds, self)
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        self.answered += 1
+        if self.round >= self.first:
+            return Reply(status=500, text="the engine ran out of memory")
+        return self.engine(body)
+
+
+def test_requests_that_fail_every_round_end_the_run_however_the_steps_are_planned(
+    tmp_path: Path
+) -> None:
+    """Issue 31, item 9: the connected recipe plans its steps again in every command (a bridge
+    whose step failed is replaced, and the next bridge asks calls of its own, some of them the
+    failed ones again). Every round from the second answered with HTTP 500, `--max-retries 2`:
+    no request is written in more than 3 rounds over all commands, so the run ends (it used to
+    go on for ever, 22 rounds of the same requests in 30 commands); a later command fails
+    them at once."""
+    run, rounds = tmp_path / "run", tmp_path / "rounds"
+    common = ["--out", run, "--source", SAMPLE, "--cutoff", "2023-04", "--until", "2023-12-31",
+              "--limit", "3", "-q", "--known-source", "wiki"]
+    assert cuqa_build(*common, "--stage", "events").returncode == 0
+    argv = [*common, "--stage", "generate", "--model", "scripted", "--batch-files", rounds,
+            "--max-retries", "2"]
+    engine = FailingFrom(2, ConnectedResponder())
+    done = cuqa_build(*argv)
+    while done.returncode == 75 and engine.round < 20:
+        engine.answer(rounds)
+        done = cuqa_build(*argv)
+    asked = asked_in_rounds(rounds)
+    assert done.returncode == 1 and engine.round <= 13, done.stderr  # 14 commands at most
+    assert max(asked.values()) == 3 and engine.answered == sum(asked.values())
+    failed = [key for key, n in asked.items() if n == 3]
+    assert len(failed) == 5 and len(list(rounds.glob("*.input.jsonl"))) <= 13
+    assert the_error_line(done.stderr, "cuqa-build").startswith(
+        "cuqa-build: error: generate failed: no candidate could be made: 2 failed, most "
+        "commonly Category: scripted: batch call failed after 3 rounds: HTTP 500: the engine "
+        "ran out of memory (asked again only with a larger --max-retries)")
+    failures = read_jsonl(run / GENERATION_FAILURES, GenerationFailure)
+    assert len(failures) == 2 and all("after 3 rounds: HTTP 500" in f.reason for f in failures)
+    before = files(rounds)
+    again = cuqa_build(*argv)
+    assert again.returncode == 1 and files(rounds) == before
+    assert engine.answered == sum(asked.values())
 
 
 def test_a_rounds_directory_that_cannot_be_written_is_one_line(

@@ -53,8 +53,14 @@ from tqdm import tqdm
 
 from cuqa_builder.errors import CuqaError, Paused, describe_validation_error
 from cuqa_builder.jsonio import atomic_write_text
-from cuqa_builder.llm.cache import CallCache, CallRow, Submission, SubmittedRequest
-from cuqa_builder.llm.types import ChatRequest, ChatResult, GatewayStats, LLMError
+from cuqa_builder.llm.cache import CallCache, CallRow, FailedLine, Submission, SubmittedRequest
+from cuqa_builder.llm.types import (
+    BatchCallFailed,
+    ChatRequest,
+    ChatResult,
+    GatewayStats,
+    LLMError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +76,9 @@ _ROUND_FILE = re.compile(r"^round-(\d+)\.(?:input|output)\.jsonl$")
 # The (kind, model) of the rounds this process settles (a probe and its judge side by side): an
 # open round of any other model is an earlier command's, which only that model's command reads.
 _SETTLED_HERE: Counter[tuple[str, str]] = Counter()
+# A call that failed in every round it may have fails at once in the commands after (its step,
+# planned again, would ask it in round after round): what asks it again.
+ASK_AGAIN = " (asked again only with a larger --max-retries)"
 
 
 class RoundFileError(CuqaError):
@@ -323,6 +332,7 @@ class Rounds:
         self._stopped: BaseException | None = None
         self._outside = 0  # coroutines busy with work off the event loop
         self._warned: set[str] = set()  # other models' open submissions already told of
+        self._any_failed = cache.any_batch_failure()  # else no call needs looking up
         _SETTLED_HERE[(self.kind, model)] += 1
 
     @contextlib.asynccontextmanager
@@ -341,12 +351,24 @@ class Rounds:
         """The answer to one call, once its round is settled."""
         if self._stopped is not None:
             raise copy.copy(self._stopped)
+        if self._any_failed and (error := self._failed_for_good(key)) is not None:
+            self._stats.failures += 1
+            raise BatchCallFailed(error, model=self._model)
         future: asyncio.Future[ChatResult] = asyncio.get_running_loop().create_future()
         self._waiting[key] = _Waiting(key, canonical, request, future)
         self._arrivals += 1
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.get_running_loop().create_task(self._flush_rounds())
         return await future
+
+    def _failed_for_good(self, key: str) -> str | None:
+        """The error of a call that has failed in as many rounds as `--max-retries` allows, over
+        every command (a step planned again asks it again): no new round is written for it."""
+        failure = self._cache.batch_failure(key)
+        if failure is None or failure[0] <= self._max_retries:
+            return None
+        rounds, error = failure
+        return error or f"{self._model}: batch call failed after {rounds} rounds{ASK_AGAIN}"
 
     async def close(self) -> None:
         _SETTLED_HERE[(self.kind, self._model)] -= 1
@@ -453,7 +475,8 @@ class Rounds:
                 line = self._input_line(item.key, item.request).encode()
                 if len(line) > self._max_bytes:
                     raise LLMError(f"{self._model}: one request is {len(line)} bytes, more "
-                                   f"than a batch file may hold ({self._max_bytes})")
+                                   f"than a batch file may hold ({self._max_bytes})",
+                                   model=self._model)
                 if handle is None or len(parts[-1].keys) >= self._max_requests \
                         or size + len(line) > self._max_bytes:
                     if handle is not None:
@@ -665,13 +688,19 @@ class Rounds:
             failures[line.custom_id] = failure
         for key in submitted.keys() - failures.keys() - answered:
             failures[key] = (False, refused) if refused is not None else (True, missing)
-        rounds = self._cache.batch_failed([k for k, (transient, _) in failures.items()
-                                           if transient])
+        # A refused call uses up every round it may have: asked again, it is refused again.
+        rounds = self._cache.batch_failed([
+            FailedLine(key, 1 if transient else self._max_retries + 1)
+            for key, (transient, _) in failures.items()])
+        self._any_failed = self._any_failed or bool(rounds)
+        given_up = {}
         for key, (transient, reason) in failures.items():
-            self._failed(waiting.get(key), transient, reason, rounds.get(key, 1))
+            error = self._failed(waiting.get(key), transient, reason, rounds[key])
+            if error is not None:
+                given_up[key] = error
+        self._cache.batch_failed_for_good(given_up)
         self._cache.put_many(rows)
-        self._cache.forget_batch_failures(
-            [*answered, *(key for key, n in rounds.items() if n > self._max_retries)])
+        self._cache.forget_batch_failures(list(answered))
         self._cache.close_batch(submission.id)
 
     @staticmethod
@@ -679,21 +708,26 @@ class Rounds:
         if item is not None and not item.future.done():
             item.future.set_result(result)
 
-    def _failed(self, item: _Waiting | None, transient: bool, reason: str, rounds: int) -> None:
+    def _failed(
+        self, item: _Waiting | None, transient: bool, reason: str, rounds: int
+    ) -> str | None:
         """A failed line: into the next round while its call has failed in at most
-        `--max-retries` rounds (`rounds`, over every command), else the call fails."""
+        `--max-retries` rounds (`rounds`, over every command), else the call fails; returns
+        its error then."""
         self._stats.batch_failed_lines += 1
-        if item is None or item.future.done():
-            return
         if transient and rounds <= self._max_retries:
-            self._stats.batch_retried_lines += 1
-            self._waiting[item.key] = item  # into the next round
-            self._arrivals += 1
-            return
-        self._stats.failures += 1
+            if item is not None and not item.future.done():
+                self._stats.batch_retried_lines += 1
+                self._waiting[item.key] = item  # into the next round
+                self._arrivals += 1
+            return None
         tries = f" after {rounds} rounds" if transient else ""
-        item.future.set_exception(LLMError(f"{self._model}: batch call failed{tries}: {reason}"))
-        item.future.exception()
+        error = f"{self._model}: batch call failed{tries}: {reason}{ASK_AGAIN}"
+        if item is not None and not item.future.done():
+            self._stats.failures += 1
+            item.future.set_exception(BatchCallFailed(error, model=self._model))
+            item.future.exception()
+        return error
 
 
 def _recorded_request(submitted: SubmittedRequest) -> ChatRequest:

@@ -113,4 +113,15 @@ class SpeedSums(BaseModel):
 
 
 class LLMError(CuqaError, RuntimeError):
-    """A call that failed for good (retries exhausted, refused, or unusable output)."""
+    """A call that failed for good (retries exhausted, refused, or unusable output). `model`:
+    the model whose call it was, when one was asked (a stage that asks several names its
+    role)."""
+
+    def __init__(self, message: str, *, model: str | None = None) -> None:
+        super().__init__(message)
+        self.model = model
+
+
+class BatchCallFailed(LLMError):
+    """A batch call that failed in every round `--max-retries` allows, counted over every
+    command: it fails at once until a larger `--max-retries` gives it more rounds."""

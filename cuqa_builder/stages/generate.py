@@ -56,7 +56,7 @@ from cuqa_builder.llm.batch import describe_batches, describe_files_read
 from cuqa_builder.llm.estimate import CallPlan, calibration, compare
 from cuqa_builder.llm.gateway import Gateway, open_gateway
 from cuqa_builder.llm.settings import LLMSettings, resolve_settings
-from cuqa_builder.llm.types import GatewayStats, LLMError
+from cuqa_builder.llm.types import BatchCallFailed, GatewayStats, LLMError
 from cuqa_builder.ner import EntityExtractor, parse_tokens
 from cuqa_builder.ner_memo import NerMemo
 from cuqa_builder.records import Candidate, Entity, Event, GenerationFailure
@@ -102,6 +102,7 @@ class Tally:
     set_aside: Counter[str] = field(default_factory=Counter)  # entities no bridge, by reason
     reasons: Reasons = field(default_factory=Reasons)  # "step: reason" of each failure
     unanswered: int = 0  # failures of a call to the endpoint: a re-run asks it again
+    given_up: int = 0  # of those, batch calls that failed in every round they may have
 
     @property
     def written(self) -> int:
@@ -112,15 +113,25 @@ class Tally:
 
     def retry(self) -> str:
         """What trying the failures again takes. A re-run asks again only the calls the endpoint
-        did not answer; the answers it gave are cached, so their failures come back alike."""
+        did not answer, and batch calls that failed in every round --max-retries allows only
+        with a larger one; the answers it gave are cached, so their failures come back alike."""
         failed = self.reasons.total()
+        again = self.unanswered - self.given_up
+        notes = [
+            *([f"the {again} whose call was not answered are asked again"] if again else []),
+            *([f"the {self.given_up} whose batch call failed in every round --max-retries "
+               "allows are asked again with a larger --max-retries"] if self.given_up else []),
+        ]
         if self.unanswered == failed:
-            return "their calls were not answered: the same command asks them again"
-        again = (f"; the {self.unanswered} whose call was not answered are asked again"
-                 if self.unanswered else "")
+            if not self.given_up:
+                return "their calls were not answered: the same command asks them again"
+            if not again:
+                return ("their batch calls failed in every round --max-retries allows: a larger "
+                        "--max-retries asks them again")
+            return "; ".join(notes)
         return ("a re-run replays the cached answers and fails them alike: a larger --attempts "
                 "asks a refused step again, --refresh asks every call anew, another --model or "
-                f"--seed takes another way{again}")
+                "--seed takes another way" + "".join(f"; {note}" for note in notes))
 
     def count(self, item: Candidate) -> None:
         calls = item_calls(item)
@@ -301,18 +312,20 @@ class _Writer:
         else:
             self.tally.failed += 1
         self.tally.reasons.add(f"{error.step}: {_short(error.reason)}")
-        self.tally.unanswered += _unanswered(error)
+        self.tally.unanswered += _caused_by(error, LLMError)
+        self.tally.given_up += _caused_by(error, BatchCallFailed)
 
     def close(self) -> None:
         self.candidates.close()
         self.failures.close()
 
 
-def _unanswered(error: BaseException) -> bool:
-    """Whether the failure was a call the endpoint did not answer (somewhere in its causes)."""
+def _caused_by(error: BaseException, kind: type[LLMError]) -> bool:
+    """Whether the failure was a call the endpoint did not answer (somewhere in its causes),
+    of this kind."""
     cause: BaseException | None = error
     while cause is not None:
-        if isinstance(cause, LLMError):
+        if isinstance(cause, kind):
             return True
         cause = cause.__cause__
     return False
