@@ -346,7 +346,8 @@ def test_batch_file_rounds_stop_and_go_on_with_each_output_file(
     tokens = cached.prompt_tokens + cached.completion_tokens
     assert (f"  the stage as a whole: {len(live)} candidates (AAB 4, ABC 8, hard 2), 0 failed; "
             f"{live_calls} calls, {tokens} tokens; 0 outputs refused by their step check; "
-            f"4 batch files read ({live_calls} requests)") in last, "\n".join(last)
+            f"4 batch files read ({live_calls} requests; {live_calls} answered, 0 failed)"
+            ) in last, "\n".join(last)
 
 
 def test_the_last_batch_file_run_sums_up_the_whole_stage(
@@ -370,7 +371,8 @@ def test_the_last_batch_file_run_sums_up_the_whole_stage(
     assert whole.startswith("  the stage as a whole: 1 candidates (")
     assert (f"), 1 failed; {calls} calls, " in whole
             and "; 3 outputs refused by their step check, most commonly UnknownQuestionGen: "
-            in whole and whole.endswith(f" (3); {runs - 1} batch files read ({calls} requests)"))
+            in whole and whole.endswith(f" (3); {runs - 1} batch files read ({calls} requests; "
+                                     f"{calls} answered, 0 failed)"))
 
 
 def test_hand_written_output_lines_are_read_failed_ones_asked_again(tmp_path: Path) -> None:

@@ -532,6 +532,70 @@ def test_requests_that_fail_every_round_end_the_run_however_the_steps_are_planne
     assert engine.answered == sum(asked.values())
 
 
+class SameDescriptions(ConnectedResponder):
+    """The connected recipe's model, describing every bridge the same way ("the country struck
+    in news item N"): cut to its head, each masked question is "a certain country", so items
+    share the checker's requests, as a real model's items about one country do."""
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        reply = super().__call__(body)
+        return Reply(text=reply.text.replace("The subject of news item",
+                                             "The country struck in news item"))
+
+
+def test_every_round_file_of_a_command_is_named_and_every_model_counted(
+    tmp_path: Path
+) -> None:
+    """Issue 31, item 15: the generator's and the probe model's rounds are separate files. A
+    command that writes both names both (each with its model); the summary of the stage counts
+    every model's files and requests, which the engine answered once each; the records count
+    more calls than that, as an answer several items share counts for each, and it says so."""
+    run, rounds = tmp_path / "run", tmp_path / "rounds"
+    common = ["--out", run, "--source", SAMPLE, "--cutoff", "2023-04", "--until", "2023-12-31",
+              "--limit", "8", "-q", "--known-source", "wiki"]
+    assert cuqa_build(*common, "--stage", "events").returncode == 0
+    argv = [*common, "--stage", "generate", "--model", "scripted", "--probe-model", "probe",
+            "--batch-files", rounds]
+    engine = FailingFrom(1000, SameDescriptions())  # answers every round
+    written: dict[Path, str] = {}  # input file -> model
+    both = 0
+    done = cuqa_build(*argv)
+    while done.returncode == 75 and engine.round < 20:
+        new = {path: json.loads(path.read_text().splitlines()[0])["body"]["model"]
+               for path in sorted(rounds.glob("round-*.input.jsonl")) if path not in written}
+        calls = sum(len(path.read_text().splitlines()) for path in new)
+        files = f"{len(new)} batch file{'s' if len(new) > 1 else ''}"
+        assert f"waiting for the answers to {calls} calls in {files}" in done.stderr
+        for path, model in new.items():
+            assert (f"run_batch -i {path} -o {output_of(path)} --model {model}\n"
+                    in done.stderr)
+        both += len(set(new.values())) == 2
+        written |= new
+        for path in new:
+            answers = answer_batch_file(path.read_text().splitlines(), engine)
+            output_of(path).write_text("\n".join(answers) + "\n")
+        done = cuqa_build(*argv)
+    assert done.returncode == 0, done.stderr
+    assert both and set(written.values()) == {"scripted", "probe"}
+    lines = {model: sum(len(p.read_text().splitlines()) for p, m in written.items() if m == model)
+             for model in ("scripted", "probe")}
+    files = {model: sum(m == model for m in written.values()) for model in lines}
+    assert engine.answered == sum(lines.values())  # each request written once, answered once
+    records = sum(len(c.intermediates.calls) for c in read_jsonl(run / CANDIDATES, Candidate)
+                  if c.intermediates is not None)
+    records += sum(len(f.calls) for f in read_jsonl(run / GENERATION_FAILURES, GenerationFailure))
+    assert records > engine.answered
+    whole = next(line for line in done.stdout.splitlines() if "the stage as a whole" in line)
+    assert f"; {records} calls, " in whole
+    assert whole.endswith(
+        f"; {len(written)} batch files read ({engine.answered} requests: scripted "
+        f"{lines['scripted']} in {files['scripted']}, probe {lines['probe']} in "
+        f"{files['probe']}; {engine.answered} answered, 0 failed); the records count "
+        f"{records - engine.answered} calls more than the answers read: an answer that "
+        "several items share (the same request), or that the cache held before the rounds, "
+        "counts for each item")
+
+
 def test_a_rounds_directory_that_cannot_be_written_is_one_line(
     tmp_path: Path, modes_bind: dict[str, Any]
 ) -> None:

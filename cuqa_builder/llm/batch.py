@@ -42,9 +42,10 @@ import logging
 import re
 import shlex
 import tempfile
+import weakref
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -269,21 +270,42 @@ def describe_batches(stats: GatewayStats) -> str:
     """The batch part of a run's summary ("" for a live run)."""
     if not stats.rounds:
         return ""
-    text = f"; {stats.rounds} rounds, {stats.batches} batch files"
+    text = f"; {stats.rounds} rounds, {stats.batches} batch files ({stats.batch_requests} " \
+           "requests written)"
     if stats.batch_failed_lines:
         text += (f", {stats.batch_failed_lines} failed lines ({stats.batch_retried_lines} "
                  "asked again in the next round)")
     return text
 
 
-def describe_files_read(cache_path: Path, model: str) -> str:
-    """The batch files of `model` whose answers the run's cache holds, over every command."""
+@dataclass(frozen=True)
+class FilesRead:
+    """The batch files of some models whose answers the run's cache holds, over every command:
+    per model, (files, requests written); and the requests they answered (the others failed)."""
+
+    by_model: dict[str, tuple[int, int]]
+    answered: int
+
+    def describe(self) -> str:
+        files = sum(f for f, _ in self.by_model.values())
+        requests = sum(r for _, r in self.by_model.values())
+        models = "" if len(self.by_model) < 2 else ": " + ", ".join(
+            f"{model} {r} in {f}" for model, (f, r) in self.by_model.items())
+        return (f"{files} batch files read ({requests} requests{models}; {self.answered} "
+                f"answered, {requests - self.answered} failed)")
+
+
+def files_read(cache_path: Path, models: Iterable[str]) -> FilesRead:
     cache = CallCache(cache_path)
     try:
-        read = cache.open_batches("files", model, state="closed")
+        read = {model: cache.open_batches("files", model, state="closed") for model in models}
     finally:
         cache.close()
-    return f"{len(read)} batch files read ({sum(s.requests for s in read)} requests)"
+    return FilesRead(
+        by_model={m: (len(s), sum(x.requests for x in s)) for m, s in read.items() if s},
+        # A file closed by a version that did not count its answers: taken as all answered.
+        answered=sum(x.requests if x.answered is None else x.answered
+                     for s in read.values() for x in s))
 
 
 class Rounds:
@@ -446,6 +468,7 @@ class Rounds:
                          state.id, uploaded.input)
             self._cache.batch_created(uploaded.id, state.id)
             self._stats.batches += 1
+            self._stats.batch_requests += uploaded.requests
 
     def _submissions_holding(
         self, waiting: dict[str, _Waiting]
@@ -525,8 +548,12 @@ class Rounds:
                 self._cache.open_batch(uploaded, [by_key[k].submitted for k in part.keys])
                 state = await self._service.create(file_id)
                 submissions.append(self._cache.batch_created(file_id, state.id))
-        self._stats.batches += len(submissions)
+        self._count_written(submissions)
         return submissions
+
+    def _count_written(self, submissions: list[Submission]) -> None:
+        self._stats.batches += len(submissions)
+        self._stats.batch_requests += sum(s.requests for s in submissions)
 
     def _write_round_files(
         self, items: list[_Waiting], by_key: dict[str, _Waiting]
@@ -548,7 +575,7 @@ class Rounds:
                                     input=str(part.path), requests=len(part.keys))
             self._cache.open_batch(submission, [by_key[k].submitted for k in part.keys])
             submissions.append(submission)
-        self._stats.batches += len(submissions)
+        self._count_written(submissions)
         return submissions
 
     # --- waiting and reading answers -------------------------------------------------------
@@ -606,7 +633,11 @@ class Rounds:
             self._close(submission, answers.lines, waiting,
                         missing=f"no answer in {output.name}")
         if missing or unfinished:
-            raise Paused("\n".join([*unfinished, *self._what_to_run(missing)]))
+            waits = _waits_here()
+            waits.notes += unfinished
+            waits.notes += [self._write_again(s) for s in missing if not Path(s.input).exists()]
+            waits.missing += missing
+            raise RoundsWaiting(waits)
 
     def _incomplete(self, submission: Submission, answers: OutputFile) -> str | None:
         """Why a round's output file is not read yet, or None: every request has a line (an
@@ -626,24 +657,6 @@ class Rounds:
         return (f"{output.name}: {answered} of {len(requests)} answered; is the engine still "
                 "writing? Run again once it has finished, or add --accept-partial-round to "
                 "take these answers and ask the rest in the next round")
-
-    def _what_to_run(self, missing: list[Submission]) -> list[str]:
-        """What to tell about rounds waiting for their output; an input file that is gone is
-        written again from the requests the cache recorded with it."""
-        if not missing:
-            return []
-        rewritten = [self._write_again(s) for s in missing if not Path(s.input).exists()]
-        commands = "\n".join(
-            "  python -m vllm.entrypoints.openai.run_batch -i "
-            f"{shlex.quote(s.input)} -o {shlex.quote(str(_output_path(Path(s.input))))} "
-            f"--model {shlex.quote(self._model)}"
-            for s in missing
-        )
-        calls = sum(s.requests for s in missing)
-        return [*rewritten,
-                f"waiting for the answers to {calls} calls in {len(missing)} batch file(s); "
-                f"answer them with an offline engine, e.g. vLLM:\n{commands}\n"
-                "then run this command again to read them and go on"]
 
     def _write_again(self, submission: Submission) -> str:
         recorded = self._cache.batch_requests(submission.id)
@@ -701,7 +714,7 @@ class Rounds:
         self._cache.batch_failed_for_good(given_up)
         self._cache.put_many(rows)
         self._cache.forget_batch_failures(list(answered))
-        self._cache.close_batch(submission.id)
+        self._cache.close_batch(submission.id, len(answered))
 
     @staticmethod
     def _answer(item: _Waiting | None, result: ChatResult) -> None:
@@ -728,6 +741,59 @@ class Rounds:
             item.future.set_exception(BatchCallFailed(error, model=self._model))
             item.future.exception()
         return error
+
+
+@dataclass
+class _Waits:
+    """What the rounds of one stage wait for, every model's: the message of the stop names them
+    all, whichever model's round stopped the stage first (another model's round may be written
+    after it, before the stage ends)."""
+
+    notes: list[str] = field(default_factory=list)  # unfinished outputs, inputs written again
+    missing: list[Submission] = field(default_factory=list)  # rounds without an output file
+
+    def message(self) -> str:
+        if not self.missing:
+            return "\n".join(self.notes)
+        missing = sorted(self.missing, key=lambda s: s.input)
+        calls: Counter[str] = Counter()
+        for submission in missing:
+            calls[submission.model] += submission.requests
+        models = "" if len(calls) == 1 else (
+            f" of {len(calls)} models ({', '.join(f'{m} {n}' for m, n in calls.items())})")
+        commands = "\n".join(
+            "  python -m vllm.entrypoints.openai.run_batch -i "
+            f"{shlex.quote(s.input)} -o {shlex.quote(str(_output_path(Path(s.input))))} "
+            f"--model {shlex.quote(s.model)}"
+            for s in missing
+        )
+        files = f"{len(missing)} batch file{'s' if len(missing) > 1 else ''}"
+        return "\n".join([
+            *self.notes,
+            f"waiting for the answers to {calls.total()} calls in {files}{models}; answer "
+            f"{'them' if len(missing) > 1 else 'it'} with an offline engine, e.g. vLLM:\n"
+            f"{commands}\nthen run this command again to read them and go on"])
+
+
+class RoundsWaiting(Paused):
+    """The stop of a stage whose rounds wait for an offline engine: its message, made when it is
+    told, names every round the stage waits for."""
+
+    def __init__(self, waits: _Waits) -> None:
+        super().__init__(waits)
+        self.waits = waits
+
+    def __str__(self) -> str:
+        return self.waits.message()
+
+
+_WAITS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Waits] = (
+    weakref.WeakKeyDictionary())
+
+
+def _waits_here() -> _Waits:
+    """The waits of the stage on this event loop (one loop per stage)."""
+    return _WAITS.setdefault(asyncio.get_running_loop(), _Waits())
 
 
 def _recorded_request(submitted: SubmittedRequest) -> ChatRequest:

@@ -67,7 +67,8 @@ CREATE TABLE IF NOT EXISTS batch_submissions (
     requests INTEGER NOT NULL,
     state TEXT NOT NULL,
     created_at TEXT NOT NULL,
-    closed_at TEXT
+    closed_at TEXT,
+    answered INTEGER  -- its requests answered (the others failed), once it is closed
 )""",
     """
 CREATE TABLE IF NOT EXISTS batch_failures (
@@ -135,6 +136,7 @@ class Submission(BaseModel):
     # "uploaded" (a Batch API input file whose batch may not exist yet: `id` is the file's),
     # "open" until its answers are stored, then "closed".
     state: Literal["uploaded", "open", "closed"] = "open"
+    answered: int | None = Field(default=None, description="once closed: requests answered")
 
 
 @dataclass(frozen=True)
@@ -216,9 +218,11 @@ class CallCache:
 
     def _add_missing_columns(self) -> None:
         """Columns a cache file made by an earlier version lacks."""
-        columns = {row[1] for row in self._db.execute("PRAGMA table_info(batch_failures)")}
-        if "error" not in columns:
-            self._db.execute("ALTER TABLE batch_failures ADD COLUMN error TEXT")
+        for table, column, kind in (("batch_failures", "error", "TEXT"),
+                                    ("batch_submissions", "answered", "INTEGER")):
+            columns = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+            if column not in columns:
+                self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
     def get(self, key: str) -> CachedCall | None:
         with self._lock:
@@ -283,7 +287,7 @@ class CallCache:
         """The submissions of `kind` in `state`, of `model` (None: of every model)."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT id, kind, model, input, requests, state FROM batch_submissions"
+                "SELECT id, kind, model, input, requests, state, answered FROM batch_submissions"
                 " WHERE state = ? AND kind = ? AND model = COALESCE(?, model)"
                 " ORDER BY created_at, id",
                 (state, kind, model),
@@ -318,17 +322,18 @@ class CallCache:
                              (batch_id, uploaded))
             self._db.execute("COMMIT")
             row = self._db.execute(
-                "SELECT id, kind, model, input, requests, state FROM batch_submissions"
+                "SELECT id, kind, model, input, requests, state, answered FROM batch_submissions"
                 " WHERE id = ?", (batch_id,),
             ).fetchone()
         return Submission.model_validate(dict(zip(Submission.model_fields, row, strict=True)))
 
-    def close_batch(self, submission: str) -> None:
-        """Its answers are stored: forget its requests, keep the record of the batch."""
+    def close_batch(self, submission: str, answered: int) -> None:
+        """Its answers are stored: forget its requests, keep the record of the batch and how
+        many of them it answered."""
         with self._lock:
             self._db.execute("BEGIN")
-            self._db.execute("UPDATE batch_submissions SET state = 'closed', closed_at = ?"
-                             " WHERE id = ?", (_now(), submission))
+            self._db.execute("UPDATE batch_submissions SET state = 'closed', closed_at = ?,"
+                             " answered = ? WHERE id = ?", (_now(), answered, submission))
             self._db.execute("DELETE FROM batch_requests WHERE submission = ?", (submission,))
             self._db.execute("COMMIT")
 

@@ -48,10 +48,11 @@ class GatewayStats(BaseModel):
     completion_tokens: int = 0
     cost: float = 0.0
     wall_s: float = 0.0
-    # Batch mode (llm/batch.py): rounds flushed, batch files submitted, lines that failed in
-    # them and how many of those were asked again in the next round.
+    # Batch mode (llm/batch.py): rounds flushed, batch files submitted and the requests written
+    # in them, lines that failed in them and how many of those were asked again in the next round.
     rounds: int = 0
     batches: int = 0
+    batch_requests: int = 0
     batch_failed_lines: int = 0
     batch_retried_lines: int = 0
 

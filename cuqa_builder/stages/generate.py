@@ -17,12 +17,13 @@ import datetime
 import importlib
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import BaseModel
 from tqdm import tqdm
@@ -52,14 +53,14 @@ from cuqa_builder.jsonio import (
     read_jsonl,
     write_jsonl,
 )
-from cuqa_builder.llm.batch import describe_batches, describe_files_read
+from cuqa_builder.llm.batch import describe_batches, files_read
 from cuqa_builder.llm.estimate import CallPlan, calibration, compare
 from cuqa_builder.llm.gateway import Gateway, open_gateway
 from cuqa_builder.llm.settings import LLMSettings, resolve_settings
 from cuqa_builder.llm.types import BatchCallFailed, GatewayStats, LLMError
 from cuqa_builder.ner import EntityExtractor, parse_tokens
 from cuqa_builder.ner_memo import NerMemo
-from cuqa_builder.records import Candidate, Entity, Event, GenerationFailure
+from cuqa_builder.records import Candidate, Entity, Event, GenerationFailure, PromptCall
 from cuqa_builder.refresh import stale_candidates
 from cuqa_builder.run import (
     CANDIDATES,
@@ -78,6 +79,7 @@ from cuqa_builder.verification.checker import ItemChecker
 # Events in flight per allowed concurrent call: an event waits on one call at a time for most
 # of its life, so twice as many events as call slots keeps every slot busy.
 EVENTS_PER_CALL_SLOT = 2
+T = TypeVar("T")
 
 
 @dataclass
@@ -98,7 +100,7 @@ class Tally:
     refused: int = 0  # outputs a step check refused (asked again, or the step failed)
     repaired: int = 0  # items written after at least one refused output
     articles: str = ""  # --known-source wiki: what the article lookups did
-    guesser: str = ""  # --probe-model: its guesses while composing
+    others: list[str] = field(default_factory=list)  # the checker's and the guesser's calls
     set_aside: Counter[str] = field(default_factory=Counter)  # entities no bridge, by reason
     reasons: Reasons = field(default_factory=Reasons)  # "step: reason" of each failure
     unanswered: int = 0  # failures of a call to the endpoint: a re-run asks it again
@@ -482,7 +484,11 @@ def estimate(ctx: RunContext, settings: LLMSettings, model: str) -> CallPlan:
     return plan
 
 
-async def _run(ctx: RunContext, tally: Tally) -> tuple[str, GatewayStats, CallPlan | None]:
+async def _run(
+    ctx: RunContext, tally: Tally
+) -> tuple[list[str], GatewayStats, CallPlan | None]:
+    """Make the candidates; returns the models asked (the generator first), the generator's
+    calls and the estimate to compare them with."""
     todo, count, _ = _todo(ctx, tally)
     seed = ctx.options.generate.seed
     settings = resolve_settings(ctx.options.llm, default_cache=ctx.path(LLM_CACHE),
@@ -499,7 +505,7 @@ async def _run(ctx: RunContext, tally: Tally) -> tuple[str, GatewayStats, CallPl
         async with AsyncExitStack() as stack:
             gateway = await stack.enter_async_context(open_gateway(settings))
             small = settings.uses_local_model  # the embedded model is small
-            checker = await _compose_time_checker(ctx, gateway, small, stack)
+            checker, others = await _compose_time_checker(ctx, gateway, small, stack)
 
             async def passage_entities(text: str) -> list[Entity]:
                 # spaCy runs in a thread; a batch round waits for it (the ABC question's call).
@@ -533,12 +539,9 @@ async def _run(ctx: RunContext, tally: Tally) -> tuple[str, GatewayStats, CallPl
                 entities = {e.id: e.entities for e in iter_jsonl(ctx.path(EVENTS), Event)}
                 hard = _hard_jobs(ctx, generator, entities)
                 await _run_jobs(ctx, "hard", hard, len(hard), writer, in_flight, gateway.stats)
-            if checker is not None and isinstance(checker.guesser, Gateway):
-                guessed = checker.guesser.stats
-                tally.guesser = (f"{checker.guesser.model} (a model of the cutoff) guessed at "
-                                 f"the whole questions: {guessed.calls} calls, "
-                                 f"{guessed.cache_hits} cache hits")
-            return gateway.model, gateway.stats.model_copy(), plan
+            tally.others = [_asked_while_composing(other, checker) for other in others]
+            return ([gateway.model, *(other.model for other in others)],
+                    gateway.stats.model_copy(), plan)
     finally:
         writer.close()
         find_entities.close()
@@ -546,17 +549,29 @@ async def _run(ctx: RunContext, tally: Tally) -> tuple[str, GatewayStats, CallPl
 
 async def _compose_time_checker(
     ctx: RunContext, gateway: Gateway, small: bool, stack: AsyncExitStack
-) -> ItemChecker | None:
+) -> tuple[ItemChecker | None, list[Gateway]]:
     """The checker asked while composing, the one validate asks (--check-model, else the
     generator; the --probe-model guessing at the whole question), so that validate reads its
-    answers from the cache. None for a small model, which is no judge of its own items
-    (validate asks them), or when --check-model none turns them off."""
+    answers from the cache, and the gateways it asks besides the generator's. None for a small
+    model, which is no judge of its own items (validate asks them), or when --check-model none
+    turns them off."""
     model = ctx.options.checks.check_model or gateway.model
     if small or model == "none":
-        return None
-    checker, _ = await open_checker(ctx.options, ctx.path(LLM_CACHE), ctx.window.label, model,
-                                    stack, generator=gateway)
-    return checker
+        return None, []
+    checker, asked = await open_checker(ctx.options, ctx.path(LLM_CACHE), ctx.window.label,
+                                        model, stack, generator=gateway)
+    return checker, [other for other in asked if other is not gateway]
+
+
+def _asked_while_composing(other: Gateway, checker: ItemChecker | None) -> str:
+    """What another model than the generator did while composing, in the summary's words."""
+    assert checker is not None  # only a checker asks other models
+    roles = [role for role, asked in (("(the checker) checked the items", checker.client),
+                                      ("(a model of the cutoff) guessed at the whole questions",
+                                       checker.guesser)) if other is asked]
+    stats = other.stats
+    return (f"{other.model} {' and '.join(roles)}: {stats.calls} calls, {stats.cache_hits} "
+            f"cache hits{describe_batches(stats)}")
 
 
 def _summary(
@@ -597,17 +612,39 @@ def _summary(
         f"{stats.prompt_tokens} tokens in, {stats.completion_tokens} out, ${stats.cost:.4f}"
         f"{describe_batches(stats)}; wall {wall:.1f} s -> {ctx.path(CANDIDATES)}"
     )
-    if tally.guesser:
-        lines.append(f"  {tally.guesser}")
+    lines += [f"  {other}" for other in tally.others]
     if plan is not None:
         lines.append(compare(plan, stats))
     return "\n".join(lines)
 
 
-def _whole_stage(ctx: RunContext, model: str) -> str:
-    records = stage_line(iter_jsonl(ctx.path(CANDIDATES), Candidate),
-                         iter_jsonl(ctx.path(GENERATION_FAILURES), GenerationFailure))
-    return f"{records}; {describe_files_read(ctx.path(LLM_CACHE), model)}"
+def _whole_stage(ctx: RunContext, models: list[str]) -> str:
+    """The stage over every command of a --batch-files run: its records, and the batch files of
+    every model it asked. The records count a call for each item it served, the files an answer
+    for each request: when they differ, the line says by how much and why."""
+    calls = 0
+
+    def counted(records: Iterator[T], calls_of: Callable[[T], Sequence[PromptCall]]
+                ) -> Iterator[T]:
+        nonlocal calls
+        for record in records:
+            calls += len(calls_of(record))
+            yield record
+
+    records = stage_line(
+        counted(iter_jsonl(ctx.path(CANDIDATES), Candidate), item_calls),
+        counted(iter_jsonl(ctx.path(GENERATION_FAILURES), GenerationFailure),
+                lambda failure: failure.calls))
+    read = files_read(ctx.path(LLM_CACHE), models)
+    differ = ""
+    if calls > read.answered:
+        differ = (f"; the records count {calls - read.answered} calls more than the answers "
+                  "read: an answer that several items share (the same request), or that the "
+                  "cache held before the rounds, counts for each item")
+    elif calls < read.answered:
+        differ = (f"; {read.answered - calls} answers read are in no item's record (the "
+                  f"records count {calls} calls)")
+    return f"{records}; {read.describe()}{differ}"
 
 
 def _short(reason: str, limit: int = 160) -> str:
@@ -618,13 +655,13 @@ def _short(reason: str, limit: int = 160) -> str:
 def run(ctx: RunContext) -> str:
     started = time.perf_counter()
     tally = Tally()
-    model, stats, plan = asyncio.run(_run(ctx, tally))
-    summary = _summary(ctx, tally, model, stats, time.perf_counter() - started, plan)
+    models, stats, plan = asyncio.run(_run(ctx, tally))
+    summary = _summary(ctx, tally, models[0], stats, time.perf_counter() - started, plan)
     if ctx.options.generate.limit == 0:
         summary = ("generate: nothing to do: --limit 0 takes no event (the later stages work "
                    "on the candidates already made, if any)\n" + summary)
     if ctx.options.llm.batch_files is not None:  # this command made only the last round's part
-        summary += "\n" + _whole_stage(ctx, model)
+        summary += "\n" + _whole_stage(ctx, models)
     if tally.reasons.total() and not tally.written and not tally.already_done:
         # every item it tried failed and none was made before: say why, exit 1
         raise NothingProducedError(
