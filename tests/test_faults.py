@@ -696,15 +696,169 @@ def test_a_checker_that_cannot_be_asked_is_said_first_and_fails_the_command(
     assert failed.returncode == 1, failed.stdout + failed.stderr
     lines = failed.stdout.splitlines()
     summary = next(i for i, line in enumerate(lines) if "candidates passed" in line)
-    assert "the checker could not be asked about 4 candidates" in lines[summary + 1]
+    assert "the checker checker could not be asked about 4 candidates" in lines[summary + 1]
     assert "nothing passed, most commonly" not in failed.stdout
     assert failed.stderr.strip().splitlines()[-1] == (  # after the retries' warnings
-        "cuqa-build: error: validate failed: the checker could not be asked about 4 "
+        "cuqa-build: error: validate failed: the checker checker could not be asked about 4 "
         "candidates: run validate again once it answers")
     items = read_jsonl(run / CANDIDATES, Candidate)
     assert mended.returncode == 0, mended.stderr
     assert asked_again == 3 * len(items)  # the checker's three calls each, once
     assert all(item.validation is not None and item.validation.connected for item in items)
+
+
+def broken(fault: str) -> Responder:
+    """An endpoint that is down (HTTP 500), hangs (longer than --timeout 1) or answers garbage."""
+    def reply(body: dict[str, Any]) -> Reply:
+        if fault == "hanging":
+            time.sleep(2)
+            return Reply(text="too late")
+        return Reply(status=500, text="upstream down") if fault == "HTTP 500" \
+            else Reply(raw_body=b"<html>not json</html>")
+    return reply
+
+
+class Routed:
+    """The scripted endpoint, with one model's calls going to a broken one (and counted)."""
+
+    def __init__(self, model: str, fault: str) -> None:
+        self.model, self.broken, self.working = model, broken(fault), ConnectedResponder()
+        self.asked: Counter[str] = Counter()
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        self.asked[body["model"]] += 1
+        return (self.broken if body["model"] == self.model else self.working)(body)
+
+
+SLOW = ["--max-retries", "0", "--timeout", "1"]
+
+
+@pytest.mark.parametrize("fault", ["HTTP 500", "hanging", "not JSON"])
+def test_a_probe_model_that_cannot_be_asked_is_named_not_the_checker(
+    tmp_path: Path, fault: str
+) -> None:
+    """Issue 31, item 12: the checker answers, the --probe-model (which guesses at the whole
+    question) is down, hangs or answers garbage: every message names the probe model and its
+    role, none the checker; a re-run with the probe model back asks only what is missing."""
+    run = tmp_path / "run"
+    endpoint = Routed("probe", fault)
+    with ScriptedLLM(endpoint) as llm:
+        argv = [*_generated_with_the_checker(run, llm), "--check-model", "checker",
+                "--probe-model", "probe", *SLOW]
+        endpoint.asked.clear()
+        failed = cuqa_build(*argv)
+        asked = endpoint.asked.copy()
+        items = read_jsonl(run / CANDIDATES, Candidate)
+        endpoint.model = "nobody"  # the probe model is back
+        mended = cuqa_build(*argv)
+    who = "the probe model probe (a model of the cutoff)"
+    assert failed.returncode == 1, failed.stderr
+    lines = failed.stdout.splitlines()
+    assert lines[1] == (f"  {who} could not be asked about 4 candidates (they fail "
+                        "checker_error): run validate again once it answers")
+    assert failed.stderr.strip().splitlines()[-1] == (
+        f"cuqa-build: error: validate failed: {who} could not be asked about 4 candidates: run "
+        "validate again once it answers")
+    assert "the checker" not in failed.stdout + failed.stderr
+    assert asked == {"checker": 4, "probe": 4}  # the masked question's guesses, and the probe's
+    for item in items:
+        assert item.validation is not None
+        [failure] = item.validation.failures
+        assert failure.check == "checker_error"
+        assert failure.reason.startswith(f"{who} could not be asked (probe: ")
+    assert mended.returncode in (0, 1) and "could not be asked" not in mended.stdout
+
+
+ROLES = {  # the flags, the model that is down, how it is named, the check its items fail
+    "checker": (["--check-model", "checker"], "checker", "the checker checker", "checker_error"),
+    "probes": (["--check-model", "none", "--probe-model", "probe"], "probe",
+               "the probe model probe (a model of the cutoff)", "probe_error"),
+    "judge": (["--check-model", "none", "--probe-model", "probe", "--judge-model", "judge"],
+              "judge", "the judge judge", "probe_error"),
+    "critic": (["--check-model", "none", "--critic-model", "critic"], "critic",
+               "the critic critic", "critic_error"),
+}
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_each_model_that_cannot_be_asked_is_named_by_its_role(tmp_path: Path, role: str) -> None:
+    """Issue 31, item 12: the checker, the probe model, the probes' judge and the critic, each
+    down in turn while the others answer: the summary and the error name that one."""
+    flags, model, who, check = ROLES[role]
+    run = tmp_path / "run"
+    endpoint = Routed(model, "HTTP 500")
+    with ScriptedLLM(endpoint) as llm:
+        failed = cuqa_build(*_generated_with_the_checker(run, llm), *flags, *SLOW)
+    assert failed.returncode == 1, failed.stderr
+    assert (f"\n  {who} could not be asked about 4 candidates (they fail {check}): run "
+            "validate again once it answers\n") in failed.stdout
+    assert failed.stderr.strip().splitlines()[-1] == (
+        f"cuqa-build: error: validate failed: {who} could not be asked about 4 candidates: run "
+        "validate again once it answers")
+    reasons = [f.reason for item in read_jsonl(run / CANDIDATES, Candidate)
+               for f in (item.validation.failures if item.validation else []) if f.check == check]
+    assert len(reasons) == 4 and all(r.startswith(f"{who} could not be asked ({model}: ")
+                                     for r in reasons)
+
+
+def test_a_model_whose_batch_calls_failed_for_good_is_asked_again_with_more_rounds(
+    tmp_path: Path
+) -> None:
+    """Issues 31, items 9 and 12: in --batch-files rounds the probe model's every line fails:
+    after --max-retries 1 (two rounds) its items fail, the summary names it and says what asks
+    it again (the same command would fail them at once), and a larger --max-retries does."""
+    run, rounds = tmp_path / "run", tmp_path / "rounds"
+    engine = Routed("probe", "HTTP 500")
+    with ScriptedLLM(engine) as llm:
+        argv = [*_generated_with_the_checker(run, llm), "--check-model", "checker",
+                "--probe-model", "probe", "--batch-files", rounds]
+    answered: set[Path] = set()
+
+    def until_done(*flags: str) -> subprocess.CompletedProcess[str]:
+        done = cuqa_build(*argv, *flags)
+        while done.returncode == 75 and len(answered) < 20:
+            for path in set(rounds.glob("round-*.input.jsonl")) - answered:
+                answers = answer_batch_file(path.read_text().splitlines(), engine)
+                output_of(path).write_text("\n".join(answers) + "\n")
+                answered.add(path)
+            done = cuqa_build(*argv, *flags)
+        return done
+
+    failed = until_done("--max-retries", "1")
+    who = "the probe model probe (a model of the cutoff)"
+    again = ("run validate again once it answers, with a larger --max-retries (its batch calls "
+             "failed in every round the last one allowed)")
+    assert failed.returncode == 1, failed.stderr
+    assert (f"  {who} could not be asked about 4 candidates (they fail checker_error): {again}"
+            in failed.stdout.splitlines())
+    assert failed.stderr.strip().splitlines()[-1] == (
+        f"cuqa-build: error: validate failed: {who} could not be asked about 4 candidates: "
+        f"{again}")
+    probe_lines = [line for path in answered for line in path.read_text().splitlines()
+                   if json.loads(line)["body"]["model"] == "probe"]
+    assert len(probe_lines) == 2 * 4 == engine.asked["probe"]  # two rounds each, paid once
+    files = set(rounds.iterdir())
+    assert cuqa_build(*argv, "--max-retries", "1").returncode == 1
+    assert set(rounds.iterdir()) == files  # failed at once: no round
+    engine.model = "nobody"  # the probe model is back
+    assert until_done("--max-retries", "2").returncode in (0, 1)
+    assert engine.asked["probe"] > 8
+
+
+def test_a_probe_model_that_cannot_be_asked_while_composing_is_named(tmp_path: Path) -> None:
+    """Issue 31, item 12: the connected recipe asks the probe model while it composes; down,
+    it stops the stage, and the error names it and its role."""
+    run = tmp_path / "run"
+    common = ["--cutoff", "2023-04", "--until", "2023-12-31", "--source", SAMPLE, "--out", run,
+              "--limit", "3", "-q", "--model", "scripted", "--probe-model", "probe", *SLOW]
+    assert cuqa_build(*common, "--stage", "events").returncode == 0
+    with ScriptedLLM(Routed("probe", "HTTP 500")) as llm:
+        failed = cuqa_build(*common, "--stage", "generate", "--base-url", llm.base_url)
+    assert failed.returncode == 1
+    assert failed.stderr.strip().splitlines()[-1] == (
+        "cuqa-build: error: generate failed: the probe model probe (a model of the cutoff) "
+        "could not be asked while composing: probe: call failed after 1 tries: HTTP 500: "
+        "upstream down")
 
 
 def test_another_known_source_is_refused_and_run_json_left_alone(a_copy: Path) -> None:

@@ -19,7 +19,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -74,6 +74,7 @@ from cuqa_builder.run import (
     save_run_info,
 )
 from cuqa_builder.stages.endpoints import open_checker
+from cuqa_builder.validation.probes import CHECKER, PROBE_MODEL, Roles
 from cuqa_builder.verification.checker import ItemChecker
 
 # Events in flight per allowed concurrent call: an event waits on one call at a time for most
@@ -533,12 +534,14 @@ async def _run(
             ))
             if count and not settings.batched and generator.known_source == "model":
                 find_entities.start()  # the pipeline loads while the first calls are answered
-            await _run_jobs(ctx, "generate", _easy_jobs(generator, todo(), tally), count, writer,
-                            in_flight, gateway.stats)
-            if ctx.options.generate.hard:
-                entities = {e.id: e.entities for e in iter_jsonl(ctx.path(EVENTS), Event)}
-                hard = _hard_jobs(ctx, generator, entities)
-                await _run_jobs(ctx, "hard", hard, len(hard), writer, in_flight, gateway.stats)
+            with _named_by_role(checker):
+                await _run_jobs(ctx, "generate", _easy_jobs(generator, todo(), tally), count,
+                                writer, in_flight, gateway.stats)
+                if ctx.options.generate.hard:
+                    entities = {e.id: e.entities for e in iter_jsonl(ctx.path(EVENTS), Event)}
+                    hard = _hard_jobs(ctx, generator, entities)
+                    await _run_jobs(ctx, "hard", hard, len(hard), writer, in_flight,
+                                    gateway.stats)
             tally.others = [_asked_while_composing(other, checker) for other in others]
             return ([gateway.model, *(other.model for other in others)],
                     gateway.stats.model_copy(), plan)
@@ -561,6 +564,21 @@ async def _compose_time_checker(
     checker, asked = await open_checker(ctx.options, ctx.path(LLM_CACHE), ctx.window.label,
                                         model, stack, generator=gateway)
     return checker, [other for other in asked if other is not gateway]
+
+
+@contextmanager
+def _named_by_role(checker: ItemChecker | None) -> Iterator[None]:
+    """A call the checker could not get answered stops the stage (the generator's own fail
+    their items): the message names the model that failed by its role."""
+    try:
+        yield
+    except LLMError as exc:
+        if checker is None:
+            raise
+        guesser = checker.guesser.model if checker.guesser is not None else None
+        roles = Roles.of((CHECKER, checker.client.model), (PROBE_MODEL, guesser))
+        raise type(exc)(f"{roles.who(exc)} could not be asked while composing: {exc}",
+                        model=exc.model) from exc
 
 
 def _asked_while_composing(other: Gateway, checker: ItemChecker | None) -> str:

@@ -323,6 +323,9 @@ class CheckReport:
     validations: list[Validation]
     applied: Counter[str] = field(default_factory=Counter)
     failed: Counter[str] = field(default_factory=Counter)
+    # (error check, who): candidates a model could not be asked about, by its role's words
+    unasked: Counter[tuple[str, str]] = field(default_factory=Counter)
+    given_up: set[str] = field(default_factory=set)  # of those, whose batch calls failed for good
 
 
 def _run_checks(candidate: Candidate, limits: Limits, applied: Counter[str]) -> list[CheckFailure]:

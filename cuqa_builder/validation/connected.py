@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from cuqa_builder.llm.types import LLMError
 from cuqa_builder.records import Candidate, CheckerVerdict, CheckFailure, Validation
 from cuqa_builder.validation.checks import CheckReport
-from cuqa_builder.validation.probes import ask_each, record_outcomes
+from cuqa_builder.validation.probes import Roles, ask_each, record_outcomes
 from cuqa_builder.verification.checker import ItemChecker, failure_reason
 
 CHECKER_ERROR = "checker_error"
@@ -32,9 +32,11 @@ async def check_all(
 
 def record_checker(
     report: CheckReport, indexes: Sequence[int],
-    outcomes: Sequence[list[CheckerVerdict] | LLMError], model: str,
+    outcomes: Sequence[list[CheckerVerdict] | LLMError], roles: Roles,
 ) -> None:
-    """Store each item's verdicts; a failing verdict fails the item, with its reason."""
+    """Store each item's verdicts; a failing verdict fails the item, with its reason. `roles`:
+    the checker, and the model of the cutoff that guesses at the whole question if there is
+    one."""
 
     def judge(validation: Validation, verdicts: list[CheckerVerdict]) -> list[CheckFailure]:
         validation.connected = verdicts
@@ -43,5 +45,5 @@ def record_checker(
                   for v in verdicts if not v.passed}
         return list(failed.values())
 
-    record_outcomes(report, indexes, outcomes, asked=f"the checker {model}",
-                    error_check=CHECKER_ERROR, judge=judge)
+    record_outcomes(report, indexes, outcomes, roles=roles, error_check=CHECKER_ERROR,
+                    judge=judge)
