@@ -270,8 +270,9 @@ def describe_batches(stats: GatewayStats) -> str:
     """The batch part of a run's summary ("" for a live run)."""
     if not stats.rounds:
         return ""
-    text = f"; {stats.rounds} rounds, {stats.batches} batch files ({stats.batch_requests} " \
-           "requests written)"
+    text = f"; {stats.rounds} rounds, {stats.batches} batch files"
+    if stats.batches:
+        text += f" ({stats.batch_requests} requests)"
     if stats.batch_failed_lines:
         text += (f", {stats.batch_failed_lines} failed lines ({stats.batch_retried_lines} "
                  "asked again in the next round)")
