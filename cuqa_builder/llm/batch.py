@@ -637,7 +637,7 @@ class Rounds:
             waits = _waits_here()
             waits.notes += unfinished
             waits.notes += [self._write_again(s) for s in missing if not Path(s.input).exists()]
-            waits.missing += missing
+            waits.missing.update((s.id, s) for s in missing)
             raise RoundsWaiting(waits)
 
     def _incomplete(self, submission: Submission, answers: OutputFile) -> str | None:
@@ -751,12 +751,13 @@ class _Waits:
     after it, before the stage ends)."""
 
     notes: list[str] = field(default_factory=list)  # unfinished outputs, inputs written again
-    missing: list[Submission] = field(default_factory=list)  # rounds without an output file
+    # rounds without an output file, by id (two gateways of one model may wait for one file)
+    missing: dict[str, Submission] = field(default_factory=dict)
 
     def message(self) -> str:
         if not self.missing:
             return "\n".join(self.notes)
-        missing = sorted(self.missing, key=lambda s: s.input)
+        missing = sorted(self.missing.values(), key=lambda s: s.input)
         calls: Counter[str] = Counter()
         for submission in missing:
             calls[submission.model] += submission.requests
