@@ -63,7 +63,8 @@ class Disagreement(BaseModel):
 
 
 class ReviewReport(BaseModel):
-    tasks: int = Field(description="candidates found in the export")
+    tasks: int = Field(description="candidates found in the export (those whose annotations "
+                       "were sent back unapplied included)")
     reviewed: int = Field(description="candidates with at least one judgement")
     pending: int = Field(description="candidates nobody has judged yet")
     accepted: int
@@ -122,12 +123,21 @@ class ReviewReport(BaseModel):
     )
     problems: list[Problem] = Field(default_factory=list)
 
+    @property
+    def sent_back_count(self) -> int:
+        """Candidates sent back: an edit that fails a check, or a text nobody is proven to have
+        seen (each candidate once)."""
+        return len({*(s.candidate for s in self.sent_back), *self.changed_since_shown,
+                    *self.shown_unknown})
+
     def summary(self) -> str:
+        """The counts first, which add up to the tasks, then what each count lists."""
         rate = f"{self.accept_rate:.0%}" if self.accept_rate is not None else "n/a"
+        disputed = len({d.candidate for d in self.disputed})
         lines = [
             f"review: {self.accepted} accepted, {self.rejected} rejected, {self.ties} tied, "
-            f"{self.incomplete} need more reviews, {len(self.sent_back)} sent back, "
-            f"{self.pending} pending of {self.tasks} tasks (accept rate {rate})",
+            f"{disputed} disputed, {self.incomplete} need more reviews, {self.sent_back_count} "
+            f"sent back, {self.pending} pending of {self.tasks} tasks (accept rate {rate})",
             f"  {self.votes} judgements by {self.annotators} annotators; {self.unsure} unsure, "
             f"{self.undecided} undecided (submitted without a verdict), {self.cancelled} skipped; "
             f"{self.rewritten} questions rewritten, {self.answers_corrected} answers corrected",

@@ -9,6 +9,8 @@ from functools import lru_cache
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = str.maketrans("", "", string.punctuation + "‘’“”–—")
 _POSSESSIVE = re.compile(r"(?<=\w)['’]s\b")
+# What joins two names into a longer one: hyphens, dashes, a slash ("the Israel–Hamas war").
+_JOINERS = re.compile(r"[-‐‑‒–—―/]")
 
 
 @lru_cache(maxsize=1 << 14)  # the same names are checked against question after question
@@ -18,12 +20,15 @@ def normalize_answer(text: str) -> str:
     return " ".join(_ARTICLES.sub(" ", text).split())
 
 
-def contains_answer(text: str, answer: str) -> bool:
+def contains_answer(text: str, answer: str, *, in_compounds: bool = False) -> bool:
     """Whether the normalised answer occurs in the normalised text as whole words; a possessive
-    counts ("Camilla's" names Camilla)."""
+    counts ("Camilla's" names Camilla). `in_compounds`: a name joined to another by a hyphen, a
+    dash or a slash counts too ("the Israel–Hamas war" names Israel and Hamas), where a leak
+    is looked for; a longer word never does ("Israeli" is a demonym, not the name)."""
     needle = normalize_answer(answer)
     if not needle:
         return False
-    return f" {needle} " in f" {normalize_answer(text)} " or (
-        f" {needle} " in f" {normalize_answer(_POSSESSIVE.sub('', text))} "
-    )
+    forms = [text, _POSSESSIVE.sub("", text)]
+    if in_compounds:
+        forms += [_JOINERS.sub(" ", form) for form in forms]
+    return any(f" {needle} " in f" {normalize_answer(form)} " for form in forms)

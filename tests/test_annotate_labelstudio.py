@@ -122,8 +122,8 @@ def test_annotations_come_back_as_reviewed_items(
 
     assert cli("pull", "--run", str(run), "--url", label_studio.url, "--project", project) == 0
     printed = capsys.readouterr().out
-    assert ("3 accepted, 0 rejected, 1 tied, 1 need more reviews, 1 sent back, 0 pending "
-            "of 6 tasks") in printed
+    assert ("3 accepted, 0 rejected, 1 tied, 0 disputed, 1 need more reviews, "
+            "1 sent back, 0 pending of 6 tasks") in printed
 
     items = {i.id: i for i in read_jsonl(run / "cuqa.jsonl", CuqaItem)}
     assert list(items) == ["cand-0001", "cand-0004", "cand-0005"]

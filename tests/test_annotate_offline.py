@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -447,8 +449,8 @@ def test_import_resolves_votes_and_writes_accepted_items(
     assert any("unknown control 'mood'" in m for m in messages)
     assert any("unknown choice 'too easy'" in m for m in messages)
     assert any("no valid verdict" in m for m in messages)
-    assert ("4 accepted, 1 rejected, 1 tied, 1 need more reviews, 0 sent back, 1 pending "
-            "of 8 tasks") in printed
+    assert ("4 accepted, 1 rejected, 1 tied, 0 disputed, 1 need more reviews, "
+            "0 sent back, 1 pending of 8 tasks") in printed
 
 
 def test_the_report_gives_accept_rates_per_annotator_and_the_most_disagreed(
@@ -705,6 +707,39 @@ def test_an_empty_export_never_replaces_reviewed_items(
 
     assert import_export(run, [], "--force") == 0
     assert released(run) == {}
+
+
+def test_the_summary_counts_every_task_it_lists(run: Path) -> None:
+    """Issue 31, item 14: after a refresh remade the four reviewed candidates, `import --force`
+    printed "0 sent back ... of 0 tasks", then listed four sent back. The counts now add up to
+    the tasks, and each is the number of candidates its line lists."""
+    assert import_export(run, four_accepted()) == 0
+    candidates = read_jsonl(run / "candidates.jsonl", Candidate)
+    for n in range(4):  # a refresh remakes them under the same ids
+        candidates[n] = candidates[n].model_copy(update={"question": OTHER_REWRITE})
+    write_jsonl(run / "candidates.jsonl", candidates)
+    export = [*four_accepted(), two_accepts(5, "cand-0005"),
+              two_accepts(6, "cand-0006", accept(rewrite="x")),  # fails a check: sent back
+              two_accepts(7, "cand-0007", accept(answer="Lake Vostrel"), accept(answer="Vostrel"))]
+    export_file = run / "export.json"
+    export_file.write_text(json.dumps(export))
+    done = subprocess.run(
+        [sys.executable, "-m", "cuqa_builder.cli.annotate", "import", str(export_file), "--run",
+         str(run), "--force"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == ("review: 1 accepted, 0 rejected, 0 tied, 1 disputed, 0 need more "
+                        "reviews, 5 sent back, 0 pending of 7 tasks (accept rate 50%)")
+    assert any(line.startswith("  sent back, the edit fails a check: cand-0006: ")
+               for line in lines)
+    assert ("  sent back, the question or answer changed since the task was made (a refresh?): "
+            "cand-0001, cand-0002, cand-0003, cand-0004; their annotations are not applied: "
+            "export or push the new text for review") in lines
+    assert sum(line.startswith("  disputed, ") for line in lines) == 1
+    assert list(released(run)) == ["cand-0005"]
+    report = report_of(run)
+    assert report["tasks"] == 7 and report["changed_since_shown"] == [
+        "cand-0001", "cand-0002", "cand-0003", "cand-0004"]
 
 
 def test_a_much_smaller_review_is_refused_and_a_similar_one_is_not(

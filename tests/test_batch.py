@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -17,7 +18,7 @@ import pytest
 
 from cuqa_builder.cli.build import main
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
-from cuqa_builder.llm.cache import CacheSummary, CallCache
+from cuqa_builder.llm.cache import CacheSummary, CallCache, FailedLine
 from cuqa_builder.records import Candidate
 from cuqa_builder.run import GENERATION_FAILURES
 from cuqa_builder.stages.generate import GenerationFailure
@@ -155,10 +156,33 @@ def test_a_refused_line_fails_its_item_at_once(tmp_path: Path) -> None:
     refusing = FailOnce("Generate a detailed passage", Reply(status=400, text="bad request"))
     with ScriptedBatches(refusing) as server:
         assert main(_batch_args(out, server)) == 0
-    failures = read_jsonl(out / GENERATION_FAILURES, GenerationFailure)
-    assert len(failures) == 1 and "HTTP 400" in failures[0].reason
-    assert len(_candidates(out)) == EVENTS - 1
-    assert len(server.uploaded_ids()) == len(set(server.uploaded_ids()))
+        failures = read_jsonl(out / GENERATION_FAILURES, GenerationFailure)
+        assert len(failures) == 1 and "HTTP 400" in failures[0].reason
+        assert len(_candidates(out)) == EVENTS - 1
+        uploaded = server.uploaded_ids()
+        assert len(uploaded) == len(set(uploaded))
+        # Asked again, it would be refused again: the next command fails it at once.
+        assert main(_batch_args(out, server)) == 0
+        assert server.uploaded_ids() == uploaded
+    assert read_jsonl(out / GENERATION_FAILURES, GenerationFailure) == failures
+
+
+def test_a_cache_made_before_failures_kept_their_error_is_brought_up_to_date(
+    tmp_path: Path
+) -> None:
+    path = tmp_path / "llm-cache.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE batch_failures (key TEXT PRIMARY KEY, rounds INTEGER NOT NULL)")
+        db.execute("INSERT INTO batch_failures VALUES ('k', 2)")
+    db.close()
+    cache = CallCache(path)
+    try:
+        assert cache.batch_failure("k") == (2, None)
+        cache.batch_failed([FailedLine("k")])
+        cache.batch_failed_for_good({"k": "m: batch call failed after 3 rounds"})
+        assert cache.batch_failure("k") == (3, "m: batch call failed after 3 rounds")
+    finally:
+        cache.close()
 
 
 def test_an_expired_batch_resubmits_only_what_it_did_not_answer(
@@ -323,7 +347,8 @@ def test_batch_file_rounds_stop_and_go_on_with_each_output_file(
     tokens = cached.prompt_tokens + cached.completion_tokens
     assert (f"  the stage as a whole: {len(live)} candidates (AAB 4, ABC 8, hard 2), 0 failed; "
             f"{live_calls} calls, {tokens} tokens; 0 outputs refused by their step check; "
-            f"4 batch files read ({live_calls} requests)") in last, "\n".join(last)
+            f"4 batch files read ({live_calls} requests; {live_calls} answered, 0 failed)"
+            ) in last, "\n".join(last)
 
 
 def test_the_last_batch_file_run_sums_up_the_whole_stage(
@@ -347,7 +372,8 @@ def test_the_last_batch_file_run_sums_up_the_whole_stage(
     assert whole.startswith("  the stage as a whole: 1 candidates (")
     assert (f"), 1 failed; {calls} calls, " in whole
             and "; 3 outputs refused by their step check, most commonly UnknownQuestionGen: "
-            in whole and whole.endswith(f" (3); {runs - 1} batch files read ({calls} requests)"))
+            in whole and whole.endswith(f" (3); {runs - 1} batch files read ({calls} requests; "
+                                     f"{calls} answered, 0 failed)"))
 
 
 def test_hand_written_output_lines_are_read_failed_ones_asked_again(tmp_path: Path) -> None:

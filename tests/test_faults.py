@@ -446,8 +446,9 @@ class Refusing:
 
 def test_a_batch_request_failing_in_every_round_fails_after_max_retries(tmp_path: Path) -> None:
     """Fault 3: every round of `--batch-files` answered with HTTP 500 and `--max-retries 2`:
-    each request is asked in 3 rounds, then fails with its error as a live call does (and, as
-    live, the next command asks it again)."""
+    each request is asked in 3 rounds, then fails with its error as a live call does. Issue 31,
+    item 9: a later command fails it at once (no round is written for it), until a larger
+    `--max-retries` gives it more rounds."""
     run, rounds = tmp_path / "run", tmp_path / "rounds"
     write_jsonl(run / EVENTS, make_events(5))
     argv = batch_files_generate(run, rounds, "--model", "scripted", "--max-retries", "2")
@@ -461,13 +462,140 @@ def test_a_batch_request_failing_in_every_round_fails_after_max_retries(tmp_path
     assert len(asked) == 10 and set(asked.values()) == {3}  # two calls a event, three rounds
     assert engine.answered == 30 and len(list(rounds.glob("*.input.jsonl"))) == 3
     assert done.returncode == 1 and "Traceback" not in done.stderr
-    assert done.stderr.strip().splitlines()[-1].startswith(
+    assert done.stderr.strip().splitlines()[-1] == (
         "cuqa-build: error: generate failed: no candidate could be made: 5 failed, most "
         "commonly UnknownQuestionGen: scripted: batch call failed after 3 rounds: HTTP 500: "
-        "the engine ran out of memory")
+        "the engine ran out of memory (asked again only with a larger --max-retries) (5 of 5 "
+        f"failures); details in {run / GENERATION_FAILURES}; their batch calls failed in every "
+        "round --max-retries allows: a larger --max-retries asks them again")
     failures = read_jsonl(run / GENERATION_FAILURES, GenerationFailure)
     assert len(failures) == 5 and all("after 3 rounds: HTTP 500" in f.reason for f in failures)
-    assert cuqa_build(*argv).returncode == 75 and (rounds / "round-004.input.jsonl").exists()
+    before = files(rounds)
+    again = cuqa_build(*argv)
+    assert again.returncode == 1 and files(rounds) == before  # nothing asked, nothing paid
+    assert again.stderr.strip().splitlines()[-1] == done.stderr.strip().splitlines()[-1]
+    more = cuqa_build(*without(argv, "--max-retries"), "--max-retries", "3")
+    assert more.returncode == 75 and asked_in_rounds(rounds) == {key: 4 for key in asked}
+
+
+class FailingFrom:
+    """An offline engine whose rounds from the `first`-th on are answered with HTTP 500."""
+
+    def __init__(self, first: int, engine: Responder) -> None:
+        self.first, self.engine = first, engine
+        self.round = 0
+        self.answered = 0
+
+    def answer(self, rounds: Path) -> None:
+        self.round += 1
+        answer_last_round(rounds, self)
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        self.answered += 1
+        if self.round >= self.first:
+            return Reply(status=500, text="the engine ran out of memory")
+        return self.engine(body)
+
+
+def test_requests_that_fail_every_round_end_the_run_however_the_steps_are_planned(
+    tmp_path: Path
+) -> None:
+    """Issue 31, item 9: the connected recipe plans its steps again in every command (a bridge
+    whose step failed is replaced, and the next bridge asks calls of its own, some of them the
+    failed ones again). Every round from the second answered with HTTP 500, `--max-retries 2`:
+    no request is written in more than 3 rounds over all commands, so the run ends (it used to
+    go on for ever, 22 rounds of the same requests in 30 commands); a later command fails
+    them at once."""
+    run, rounds = tmp_path / "run", tmp_path / "rounds"
+    common = ["--out", run, "--source", SAMPLE, "--cutoff", "2023-04", "--until", "2023-12-31",
+              "--limit", "3", "-q", "--known-source", "wiki"]
+    assert cuqa_build(*common, "--stage", "events").returncode == 0
+    argv = [*common, "--stage", "generate", "--model", "scripted", "--batch-files", rounds,
+            "--max-retries", "2"]
+    engine = FailingFrom(2, PoolResponder())
+    done = cuqa_build(*argv)
+    while done.returncode == 75 and engine.round < 20:
+        engine.answer(rounds)
+        done = cuqa_build(*argv)
+    asked = asked_in_rounds(rounds)
+    assert done.returncode == 1 and engine.round <= 13, done.stderr  # 14 commands at most
+    assert max(asked.values()) == 3 and engine.answered == sum(asked.values())
+    failed = [key for key, n in asked.items() if n == 3]
+    assert len(failed) == 5 and len(list(rounds.glob("*.input.jsonl"))) <= 13
+    assert the_error_line(done.stderr, "cuqa-build").startswith(
+        "cuqa-build: error: generate failed: no candidate could be made: 2 failed, most "
+        "commonly Category: scripted: batch call failed after 3 rounds: HTTP 500: the engine "
+        "ran out of memory (asked again only with a larger --max-retries)")
+    failures = read_jsonl(run / GENERATION_FAILURES, GenerationFailure)
+    assert len(failures) == 2 and all("after 3 rounds: HTTP 500" in f.reason for f in failures)
+    before = files(rounds)
+    again = cuqa_build(*argv)
+    assert again.returncode == 1 and files(rounds) == before
+    assert engine.answered == sum(asked.values())
+
+
+class SameDescriptions(PoolResponder):
+    """The connected recipe's model, describing every bridge the same way ("the country struck
+    in news item N"): cut to its head, each masked question is "a certain country", so items
+    share the checker's requests, as a real model's items about one country do."""
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        reply = super().__call__(body)
+        return Reply(text=reply.text.replace("The subject of news item",
+                                             "The country struck in news item"))
+
+
+def test_every_round_file_of_a_command_is_named_and_every_model_counted(
+    tmp_path: Path
+) -> None:
+    """Issue 31, item 15: the generator's and the probe model's rounds are separate files. A
+    command that writes both names both (each with its model); the summary of the stage counts
+    every model's files and requests, which the engine answered once each; the records count
+    more calls than that, as an answer several items share counts for each, and it says so."""
+    run, rounds = tmp_path / "run", tmp_path / "rounds"
+    common = ["--out", run, "--source", SAMPLE, "--cutoff", "2023-04", "--until", "2023-12-31",
+              "--limit", "8", "-q", "--known-source", "wiki"]
+    assert cuqa_build(*common, "--stage", "events").returncode == 0
+    argv = [*common, "--stage", "generate", "--model", "scripted", "--probe-model", "probe",
+            "--batch-files", rounds]
+    engine = FailingFrom(1000, SameDescriptions())  # answers every round
+    written: dict[Path, str] = {}  # input file -> model
+    both = 0
+    done = cuqa_build(*argv)
+    while done.returncode == 75 and engine.round < 20:
+        new = {path: json.loads(path.read_text().splitlines()[0])["body"]["model"]
+               for path in sorted(rounds.glob("round-*.input.jsonl")) if path not in written}
+        calls = sum(len(path.read_text().splitlines()) for path in new)
+        files = f"{len(new)} batch file{'s' if len(new) > 1 else ''}"
+        assert f"waiting for the answers to {calls} calls in {files}" in done.stderr
+        for path, model in new.items():
+            assert (f"run_batch -i {path} -o {output_of(path)} --model {model}\n"
+                    in done.stderr)
+        both += len(set(new.values())) == 2
+        written |= new
+        for path in new:
+            answers = answer_batch_file(path.read_text().splitlines(), engine)
+            output_of(path).write_text("\n".join(answers) + "\n")
+        done = cuqa_build(*argv)
+    assert done.returncode == 0, done.stderr
+    assert both and set(written.values()) == {"scripted", "probe"}
+    lines = {model: sum(len(p.read_text().splitlines()) for p, m in written.items() if m == model)
+             for model in ("scripted", "probe")}
+    files = {model: sum(m == model for m in written.values()) for model in lines}
+    assert engine.answered == sum(lines.values())  # each request written once, answered once
+    records = sum(len(c.intermediates.calls) for c in read_jsonl(run / CANDIDATES, Candidate)
+                  if c.intermediates is not None)
+    records += sum(len(f.calls) for f in read_jsonl(run / GENERATION_FAILURES, GenerationFailure))
+    assert records > engine.answered
+    whole = next(line for line in done.stdout.splitlines() if "the stage as a whole" in line)
+    assert f"; {records} calls, " in whole
+    assert whole.endswith(
+        f"; {len(written)} batch files read ({engine.answered} requests: scripted "
+        f"{lines['scripted']} in {files['scripted']}, probe {lines['probe']} in "
+        f"{files['probe']}; {engine.answered} answered, 0 failed); the records count "
+        f"{records - engine.answered} calls more than the answers read: an answer that "
+        "several items share (the same request), or that the cache held before the rounds, "
+        "counts for each item")
 
 
 def test_a_rounds_directory_that_cannot_be_written_is_one_line(
@@ -579,13 +707,168 @@ def test_a_checker_that_cannot_be_asked_is_said_first_and_fails_the_command(
     asked = len(items)  # those that passed the format checks
     lines = failed.stdout.splitlines()
     summary = next(i for i, line in enumerate(lines) if "candidates passed" in line)
-    assert f"the checker could not be asked about {asked} candidates" in lines[summary + 1]
+    assert f"the checker checker could not be asked about {asked} candidates" \
+        in lines[summary + 1]
     assert "nothing passed, most commonly" not in failed.stdout
     assert failed.stderr.strip().splitlines()[-1] == (  # after the retries' warnings
-        f"cuqa-build: error: validate failed: the checker could not be asked about {asked} "
+        f"cuqa-build: error: validate failed: the checker checker could not be asked about {asked} "
         "candidates: run validate again once it answers")
     assert mended.returncode == 0, mended.stderr
     assert asked and asked_again == 3 * asked  # the checker's three calls each, once
+
+
+def broken(fault: str) -> Responder:
+    """An endpoint that is down (HTTP 500), hangs (longer than --timeout 1) or answers garbage."""
+    def reply(body: dict[str, Any]) -> Reply:
+        if fault == "hanging":
+            time.sleep(2)
+            return Reply(text="too late")
+        return Reply(status=500, text="upstream down") if fault == "HTTP 500" \
+            else Reply(raw_body=b"<html>not json</html>")
+    return reply
+
+
+class Routed:
+    """The scripted endpoint, with one model's calls going to a broken one (and counted)."""
+
+    def __init__(self, model: str, fault: str) -> None:
+        self.model, self.broken, self.working = model, broken(fault), PoolResponder()
+        self.asked: Counter[str] = Counter()
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        self.asked[body["model"]] += 1
+        return (self.broken if body["model"] == self.model else self.working)(body)
+
+
+SLOW = ["--max-retries", "0", "--timeout", "1"]
+
+
+@pytest.mark.parametrize("fault", ["HTTP 500", "hanging", "not JSON"])
+def test_a_probe_model_that_cannot_be_asked_is_named_not_the_checker(
+    tmp_path: Path, fault: str
+) -> None:
+    """Issue 31, item 12: the checker answers, the --probe-model (which guesses at the whole
+    question) is down, hangs or answers garbage: every message names the probe model and its
+    role, none the checker; a re-run with the probe model back asks only what is missing."""
+    run = tmp_path / "run"
+    endpoint = Routed("probe", fault)
+    with ScriptedLLM(endpoint) as llm:
+        argv = [*_generated_with_the_checker(run, llm), "--check-model", "checker",
+                "--probe-model", "probe", *SLOW]
+        endpoint.asked.clear()
+        failed = cuqa_build(*argv)
+        asked = endpoint.asked.copy()
+        items = read_jsonl(run / CANDIDATES, Candidate)
+        endpoint.model = "nobody"  # the probe model is back
+        mended = cuqa_build(*argv)
+    who = "the probe model probe (a model of the cutoff)"
+    assert failed.returncode == 1, failed.stderr
+    lines = failed.stdout.splitlines()
+    assert lines[1] == (f"  {who} could not be asked about 4 candidates (they fail "
+                        "checker_error): run validate again once it answers")
+    assert failed.stderr.strip().splitlines()[-1] == (
+        f"cuqa-build: error: validate failed: {who} could not be asked about 4 candidates: run "
+        "validate again once it answers")
+    assert "the checker" not in failed.stdout + failed.stderr
+    assert asked == {"checker": 4, "probe": 4}  # the masked question's guesses, and the probe's
+    for item in items:
+        assert item.validation is not None
+        [failure] = item.validation.failures
+        assert failure.check == "checker_error"
+        assert failure.reason.startswith(f"{who} could not be asked (probe: ")
+    assert mended.returncode in (0, 1) and "could not be asked" not in mended.stdout
+
+
+ROLES = {  # the flags, the model that is down, how it is named, the check its items fail
+    "checker": (["--check-model", "checker"], "checker", "the checker checker", "checker_error"),
+    "probes": (["--check-model", "none", "--probe-model", "probe"], "probe",
+               "the probe model probe (a model of the cutoff)", "probe_error"),
+    "judge": (["--check-model", "none", "--probe-model", "probe", "--judge-model", "judge"],
+              "judge", "the judge judge", "probe_error"),
+    "critic": (["--check-model", "none", "--critic-model", "critic"], "critic",
+               "the critic critic", "critic_error"),
+}
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_each_model_that_cannot_be_asked_is_named_by_its_role(tmp_path: Path, role: str) -> None:
+    """Issue 31, item 12: the checker, the probe model, the probes' judge and the critic, each
+    down in turn while the others answer: the summary and the error name that one."""
+    flags, model, who, check = ROLES[role]
+    run = tmp_path / "run"
+    endpoint = Routed(model, "HTTP 500")
+    with ScriptedLLM(endpoint) as llm:
+        failed = cuqa_build(*_generated_with_the_checker(run, llm), *flags, *SLOW)
+    assert failed.returncode == 1, failed.stderr
+    assert (f"\n  {who} could not be asked about 4 candidates (they fail {check}): run "
+            "validate again once it answers\n") in failed.stdout
+    assert failed.stderr.strip().splitlines()[-1] == (
+        f"cuqa-build: error: validate failed: {who} could not be asked about 4 candidates: run "
+        "validate again once it answers")
+    reasons = [f.reason for item in read_jsonl(run / CANDIDATES, Candidate)
+               for f in (item.validation.failures if item.validation else []) if f.check == check]
+    assert len(reasons) == 4 and all(r.startswith(f"{who} could not be asked ({model}: ")
+                                     for r in reasons)
+
+
+def test_a_model_whose_batch_calls_failed_for_good_is_asked_again_with_more_rounds(
+    tmp_path: Path
+) -> None:
+    """Issues 31, items 9 and 12: in --batch-files rounds the probe model's every line fails:
+    after --max-retries 1 (two rounds) its items fail, the summary names it and says what asks
+    it again (the same command would fail them at once), and a larger --max-retries does."""
+    run, rounds = tmp_path / "run", tmp_path / "rounds"
+    engine = Routed("probe", "HTTP 500")
+    with ScriptedLLM(engine) as llm:
+        argv = [*_generated_with_the_checker(run, llm), "--check-model", "checker",
+                "--probe-model", "probe", "--batch-files", rounds]
+    answered: set[Path] = set()
+
+    def until_done(*flags: str) -> subprocess.CompletedProcess[str]:
+        done = cuqa_build(*argv, *flags)
+        while done.returncode == 75 and len(answered) < 20:
+            for path in set(rounds.glob("round-*.input.jsonl")) - answered:
+                answers = answer_batch_file(path.read_text().splitlines(), engine)
+                output_of(path).write_text("\n".join(answers) + "\n")
+                answered.add(path)
+            done = cuqa_build(*argv, *flags)
+        return done
+
+    failed = until_done("--max-retries", "1")
+    who = "the probe model probe (a model of the cutoff)"
+    again = ("run validate again once it answers, with a larger --max-retries (its batch calls "
+             "failed in every round the last one allowed)")
+    assert failed.returncode == 1, failed.stderr
+    assert (f"  {who} could not be asked about 4 candidates (they fail checker_error): {again}"
+            in failed.stdout.splitlines())
+    assert failed.stderr.strip().splitlines()[-1] == (
+        f"cuqa-build: error: validate failed: {who} could not be asked about 4 candidates: "
+        f"{again}")
+    probe_lines = [line for path in answered for line in path.read_text().splitlines()
+                   if json.loads(line)["body"]["model"] == "probe"]
+    assert len(probe_lines) == 2 * 4 == engine.asked["probe"]  # two rounds each, paid once
+    files = set(rounds.iterdir())
+    assert cuqa_build(*argv, "--max-retries", "1").returncode == 1
+    assert set(rounds.iterdir()) == files  # failed at once: no round
+    engine.model = "nobody"  # the probe model is back
+    assert until_done("--max-retries", "2").returncode in (0, 1)
+    assert engine.asked["probe"] > 8
+
+
+def test_a_probe_model_that_cannot_be_asked_while_composing_is_named(tmp_path: Path) -> None:
+    """Issue 31, item 12: the connected recipe asks the probe model while it composes; down,
+    it stops the stage, and the error names it and its role."""
+    run = tmp_path / "run"
+    common = ["--cutoff", "2023-04", "--until", "2023-12-31", "--source", SAMPLE, "--out", run,
+              "--limit", "3", "-q", "--model", "scripted", "--probe-model", "probe", *SLOW]
+    assert cuqa_build(*common, "--stage", "events").returncode == 0
+    with ScriptedLLM(Routed("probe", "HTTP 500")) as llm:
+        failed = cuqa_build(*common, "--stage", "generate", "--base-url", llm.base_url)
+    assert failed.returncode == 1
+    assert failed.stderr.strip().splitlines()[-1] == (
+        "cuqa-build: error: generate failed: the probe model probe (a model of the cutoff) "
+        "could not be asked while composing: probe: call failed after 1 tries: HTTP 500: "
+        "upstream down")
 
 
 def test_another_known_source_is_refused_and_run_json_left_alone(a_copy: Path) -> None:

@@ -259,14 +259,17 @@ def test_a_probe_that_fails_for_good_is_a_verdict_not_a_crash(
     assert not candidate.validation.passed
     failure = candidate.validation.failures[0]
     assert failure.check == "probe_error"
-    assert failure.reason.startswith("the probes could not be asked (")
+    assert failure.reason.startswith(
+        "the probe model target (a model of the cutoff) could not be asked (target: ")
     assert failure.reason.endswith("); run validate again to retry")
     assert "sk-test-probes" not in (tmp_path / "candidates.jsonl").read_text()
     assert candidate.validation.probes["model"] == "target"
     out, err = capsys.readouterr()
-    assert "1 candidates could not be probed: run validate again" in out
-    assert err.rstrip().endswith("validate failed: the probe model could not be asked about 1 "
-                                 "candidates: run validate again once it answers")
+    assert ("the probe model target (a model of the cutoff) could not be asked about 1 "
+            "candidates (they fail probe_error): run validate again once it answers") in out
+    assert err.rstrip().endswith("validate failed: the probe model target (a model of the "
+                                 "cutoff) could not be asked about 1 candidates: run validate "
+                                 "again once it answers")
     assert (tmp_path / "cuqa.jsonl").read_text() == ""
 
 

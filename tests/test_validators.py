@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from datetime import date
 from pathlib import Path
 
@@ -227,6 +229,59 @@ def test_the_bridge_is_found_by_its_wikipedia_title_too() -> None:
     question = "In which city is the University of Pellham, winner of the 2023 challenge?"
     failure = bridge_in_question(abc(question=question), LIMITS)
     assert failure is not None and '"University of Pellham"' in failure.reason
+
+
+@pytest.mark.parametrize("question", [
+    "In which city is the university whose team won the Pellham University–Karoo race?",
+    "In which city is the university whose team won the Pellham University-Karoo race?",
+    "In which city is the Pellham University/Karoo solar team based?",
+    "In which city is the university whose Pellham University-built car won in 2023?",
+])
+def test_a_bridge_inside_a_longer_name_is_a_leak(question: str) -> None:
+    """Issue 31, item 17: "the Israel–Hamas war" names Israel: a bridge joined to another name
+    by a hyphen, a dash or a slash is in the question as much as one standing alone."""
+    failure = bridge_in_question(abc(question=question), LIMITS)
+    assert failure is not None and '"Pellham University"' in failure.reason
+
+
+def test_an_answer_inside_a_longer_name_is_a_leak() -> None:
+    question = "Which city's team won the Dunmere–Karoo solar race of 2023?"
+    failure = answer_in_question(abc(question=question), LIMITS)
+    assert failure == CheckFailure(
+        check="answer_in_question", reason='the answer "Dunmere" appears in the question')
+
+
+def test_a_word_made_from_a_name_is_not_the_name() -> None:
+    """A demonym or an adjective made from a name, joined or not, is not the name
+    ("Israeli-occupied" does not name Israel)."""
+    for question in ("Which Dunmerian-built car won the 2023 Trans-Karoo Challenge?",
+                     "Which car built by Dunmerians won the 2023 Trans-Karoo Challenge?"):
+        assert answer_in_question(abc(question=question), LIMITS) is None
+
+
+def test_validate_fails_a_bridge_or_answer_inside_a_longer_name(tmp_path: Path) -> None:
+    """Issue 31, item 17, through the command: the item that names its bridge inside "the
+    Pellham University–Karoo race" fails bridge_in_question, the one that names its answer in
+    "the Dunmere–Karoo race" fails answer_in_question, and neither is released."""
+    bridge = abc(id="cq-bridge", question="In which city is the university whose team won the "
+                 "Pellham University–Karoo race?")
+    answer = abc(id="cq-answer", question="Which city's university won the Dunmere–Karoo "
+                 "solar race of 2023?", event=river().event)
+    write_jsonl(tmp_path / "candidates.jsonl", [bridge, answer, aab()])
+    done = subprocess.run(
+        [sys.executable, "-m", "cuqa_builder.cli.build", "--out", str(tmp_path), "--cutoff",
+         "2023-04", "--stage", "validate", "--check-model", "none"],
+        capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = {line.split()[0]: line.split()[1:] for line in done.stdout.splitlines()
+            if line.startswith("  ")}
+    assert rows["bridge_in_question"] == ["1", "1"] and rows["answer_in_question"] == ["2", "1"]
+    verdicts = {c.id: c.validation for c in read_jsonl(tmp_path / "candidates.jsonl", Candidate)}
+    assert [(f.check, f.reason) for f in verdicts["cq-bridge"].failures] == [(
+        "bridge_in_question", 'the bridge entity "Pellham University" appears in the question; '
+        "the unknown sub-question should stand in for it")]
+    assert [f.check for f in verdicts["cq-answer"].failures] == ["answer_in_question"]
+    assert [i.id for i in read_jsonl(tmp_path / "cuqa.jsonl", CuqaItem)] == [aab().id]
 
 
 def test_aab_items_have_no_bridge_to_hide() -> None:

@@ -189,7 +189,10 @@ def review_export(
     # A task that shows the text (pushed again) decides the candidate: the others are moot.
     sent_back_unshown = {kind: [c for c in ids if c not in votes_by_candidate]
                          for kind, ids in unshown.items()}
-    return ReviewOutcome(items=items, report=report.model_copy(update=sent_back_unshown))
+    # Their candidates were found in the export too: the summary counts them among its tasks.
+    unshown_only = {c for ids in sent_back_unshown.values() for c in ids}
+    return ReviewOutcome(items=items, report=report.model_copy(
+        update={**sent_back_unshown, "tasks": report.tasks + len(unshown_only)}))
 
 
 def _not_proven_shown(task: dict[str, Any], candidate: Candidate) -> str | None:

@@ -42,9 +42,10 @@ import logging
 import re
 import shlex
 import tempfile
+import weakref
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -53,8 +54,14 @@ from tqdm import tqdm
 
 from cuqa_builder.errors import CuqaError, Paused, describe_validation_error
 from cuqa_builder.jsonio import atomic_write_text
-from cuqa_builder.llm.cache import CallCache, CallRow, Submission, SubmittedRequest
-from cuqa_builder.llm.types import ChatRequest, ChatResult, GatewayStats, LLMError
+from cuqa_builder.llm.cache import CallCache, CallRow, FailedLine, Submission, SubmittedRequest
+from cuqa_builder.llm.types import (
+    BatchCallFailed,
+    ChatRequest,
+    ChatResult,
+    GatewayStats,
+    LLMError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +77,9 @@ _ROUND_FILE = re.compile(r"^round-(\d+)\.(?:input|output)\.jsonl$")
 # The (kind, model) of the rounds this process settles (a probe and its judge side by side): an
 # open round of any other model is an earlier command's, which only that model's command reads.
 _SETTLED_HERE: Counter[tuple[str, str]] = Counter()
+# A call that failed in every round it may have fails at once in the commands after (its step,
+# planned again, would ask it in round after round): what asks it again.
+ASK_AGAIN = " (asked again only with a larger --max-retries)"
 
 
 class RoundFileError(CuqaError):
@@ -261,20 +271,42 @@ def describe_batches(stats: GatewayStats) -> str:
     if not stats.rounds:
         return ""
     text = f"; {stats.rounds} rounds, {stats.batches} batch files"
+    if stats.batches:
+        text += f" ({stats.batch_requests} requests)"
     if stats.batch_failed_lines:
         text += (f", {stats.batch_failed_lines} failed lines ({stats.batch_retried_lines} "
                  "asked again in the next round)")
     return text
 
 
-def describe_files_read(cache_path: Path, model: str) -> str:
-    """The batch files of `model` whose answers the run's cache holds, over every command."""
+@dataclass(frozen=True)
+class FilesRead:
+    """The batch files of some models whose answers the run's cache holds, over every command:
+    per model, (files, requests written); and the requests they answered (the others failed)."""
+
+    by_model: dict[str, tuple[int, int]]
+    answered: int
+
+    def describe(self) -> str:
+        files = sum(f for f, _ in self.by_model.values())
+        requests = sum(r for _, r in self.by_model.values())
+        models = "" if len(self.by_model) < 2 else ": " + ", ".join(
+            f"{model} {r} in {f}" for model, (f, r) in self.by_model.items())
+        return (f"{files} batch files read ({requests} requests{models}; {self.answered} "
+                f"answered, {requests - self.answered} failed)")
+
+
+def files_read(cache_path: Path, models: Iterable[str]) -> FilesRead:
     cache = CallCache(cache_path)
     try:
-        read = cache.open_batches("files", model, state="closed")
+        read = {model: cache.open_batches("files", model, state="closed") for model in models}
     finally:
         cache.close()
-    return f"{len(read)} batch files read ({sum(s.requests for s in read)} requests)"
+    return FilesRead(
+        by_model={m: (len(s), sum(x.requests for x in s)) for m, s in read.items() if s},
+        # A file closed by a version that did not count its answers: taken as all answered.
+        answered=sum(x.requests if x.answered is None else x.answered
+                     for s in read.values() for x in s))
 
 
 class Rounds:
@@ -323,6 +355,7 @@ class Rounds:
         self._stopped: BaseException | None = None
         self._outside = 0  # coroutines busy with work off the event loop
         self._warned: set[str] = set()  # other models' open submissions already told of
+        self._any_failed = cache.any_batch_failure()  # else no call needs looking up
         _SETTLED_HERE[(self.kind, model)] += 1
 
     @contextlib.asynccontextmanager
@@ -341,12 +374,24 @@ class Rounds:
         """The answer to one call, once its round is settled."""
         if self._stopped is not None:
             raise copy.copy(self._stopped)
+        if self._any_failed and (error := self._failed_for_good(key)) is not None:
+            self._stats.failures += 1
+            raise BatchCallFailed(error, model=self._model)
         future: asyncio.Future[ChatResult] = asyncio.get_running_loop().create_future()
         self._waiting[key] = _Waiting(key, canonical, request, future)
         self._arrivals += 1
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.get_running_loop().create_task(self._flush_rounds())
         return await future
+
+    def _failed_for_good(self, key: str) -> str | None:
+        """The error of a call that has failed in as many rounds as `--max-retries` allows, over
+        every command (a step planned again asks it again): no new round is written for it."""
+        failure = self._cache.batch_failure(key)
+        if failure is None or failure[0] <= self._max_retries:
+            return None
+        rounds, error = failure
+        return error or f"{self._model}: batch call failed after {rounds} rounds{ASK_AGAIN}"
 
     async def close(self) -> None:
         _SETTLED_HERE[(self.kind, self._model)] -= 1
@@ -424,6 +469,7 @@ class Rounds:
                          state.id, uploaded.input)
             self._cache.batch_created(uploaded.id, state.id)
             self._stats.batches += 1
+            self._stats.batch_requests += uploaded.requests
 
     def _submissions_holding(
         self, waiting: dict[str, _Waiting]
@@ -453,7 +499,8 @@ class Rounds:
                 line = self._input_line(item.key, item.request).encode()
                 if len(line) > self._max_bytes:
                     raise LLMError(f"{self._model}: one request is {len(line)} bytes, more "
-                                   f"than a batch file may hold ({self._max_bytes})")
+                                   f"than a batch file may hold ({self._max_bytes})",
+                                   model=self._model)
                 if handle is None or len(parts[-1].keys) >= self._max_requests \
                         or size + len(line) > self._max_bytes:
                     if handle is not None:
@@ -502,8 +549,12 @@ class Rounds:
                 self._cache.open_batch(uploaded, [by_key[k].submitted for k in part.keys])
                 state = await self._service.create(file_id)
                 submissions.append(self._cache.batch_created(file_id, state.id))
-        self._stats.batches += len(submissions)
+        self._count_written(submissions)
         return submissions
+
+    def _count_written(self, submissions: list[Submission]) -> None:
+        self._stats.batches += len(submissions)
+        self._stats.batch_requests += sum(s.requests for s in submissions)
 
     def _write_round_files(
         self, items: list[_Waiting], by_key: dict[str, _Waiting]
@@ -525,7 +576,7 @@ class Rounds:
                                     input=str(part.path), requests=len(part.keys))
             self._cache.open_batch(submission, [by_key[k].submitted for k in part.keys])
             submissions.append(submission)
-        self._stats.batches += len(submissions)
+        self._count_written(submissions)
         return submissions
 
     # --- waiting and reading answers -------------------------------------------------------
@@ -583,7 +634,11 @@ class Rounds:
             self._close(submission, answers.lines, waiting,
                         missing=f"no answer in {output.name}")
         if missing or unfinished:
-            raise Paused("\n".join([*unfinished, *self._what_to_run(missing)]))
+            waits = _waits_here()
+            waits.notes += unfinished
+            waits.notes += [self._write_again(s) for s in missing if not Path(s.input).exists()]
+            waits.missing.update((s.id, s) for s in missing)
+            raise RoundsWaiting(waits)
 
     def _incomplete(self, submission: Submission, answers: OutputFile) -> str | None:
         """Why a round's output file is not read yet, or None: every request has a line (an
@@ -603,24 +658,6 @@ class Rounds:
         return (f"{output.name}: {answered} of {len(requests)} answered; is the engine still "
                 "writing? Run again once it has finished, or add --accept-partial-round to "
                 "take these answers and ask the rest in the next round")
-
-    def _what_to_run(self, missing: list[Submission]) -> list[str]:
-        """What to tell about rounds waiting for their output; an input file that is gone is
-        written again from the requests the cache recorded with it."""
-        if not missing:
-            return []
-        rewritten = [self._write_again(s) for s in missing if not Path(s.input).exists()]
-        commands = "\n".join(
-            "  python -m vllm.entrypoints.openai.run_batch -i "
-            f"{shlex.quote(s.input)} -o {shlex.quote(str(_output_path(Path(s.input))))} "
-            f"--model {shlex.quote(self._model)}"
-            for s in missing
-        )
-        calls = sum(s.requests for s in missing)
-        return [*rewritten,
-                f"waiting for the answers to {calls} calls in {len(missing)} batch file(s); "
-                f"answer them with an offline engine, e.g. vLLM:\n{commands}\n"
-                "then run this command again to read them and go on"]
 
     def _write_again(self, submission: Submission) -> str:
         recorded = self._cache.batch_requests(submission.id)
@@ -665,35 +702,100 @@ class Rounds:
             failures[line.custom_id] = failure
         for key in submitted.keys() - failures.keys() - answered:
             failures[key] = (False, refused) if refused is not None else (True, missing)
-        rounds = self._cache.batch_failed([k for k, (transient, _) in failures.items()
-                                           if transient])
+        # A refused call uses up every round it may have: asked again, it is refused again.
+        rounds = self._cache.batch_failed([
+            FailedLine(key, 1 if transient else self._max_retries + 1)
+            for key, (transient, _) in failures.items()])
+        self._any_failed = self._any_failed or bool(rounds)
+        given_up = {}
         for key, (transient, reason) in failures.items():
-            self._failed(waiting.get(key), transient, reason, rounds.get(key, 1))
+            error = self._failed(waiting.get(key), transient, reason, rounds[key])
+            if error is not None:
+                given_up[key] = error
+        self._cache.batch_failed_for_good(given_up)
         self._cache.put_many(rows)
-        self._cache.forget_batch_failures(
-            [*answered, *(key for key, n in rounds.items() if n > self._max_retries)])
-        self._cache.close_batch(submission.id)
+        self._cache.forget_batch_failures(list(answered))
+        self._cache.close_batch(submission.id, len(answered))
 
     @staticmethod
     def _answer(item: _Waiting | None, result: ChatResult) -> None:
         if item is not None and not item.future.done():
             item.future.set_result(result)
 
-    def _failed(self, item: _Waiting | None, transient: bool, reason: str, rounds: int) -> None:
+    def _failed(
+        self, item: _Waiting | None, transient: bool, reason: str, rounds: int
+    ) -> str | None:
         """A failed line: into the next round while its call has failed in at most
-        `--max-retries` rounds (`rounds`, over every command), else the call fails."""
+        `--max-retries` rounds (`rounds`, over every command), else the call fails; returns
+        its error then."""
         self._stats.batch_failed_lines += 1
-        if item is None or item.future.done():
-            return
         if transient and rounds <= self._max_retries:
-            self._stats.batch_retried_lines += 1
-            self._waiting[item.key] = item  # into the next round
-            self._arrivals += 1
-            return
-        self._stats.failures += 1
+            if item is not None and not item.future.done():
+                self._stats.batch_retried_lines += 1
+                self._waiting[item.key] = item  # into the next round
+                self._arrivals += 1
+            return None
         tries = f" after {rounds} rounds" if transient else ""
-        item.future.set_exception(LLMError(f"{self._model}: batch call failed{tries}: {reason}"))
-        item.future.exception()
+        error = f"{self._model}: batch call failed{tries}: {reason}{ASK_AGAIN}"
+        if item is not None and not item.future.done():
+            self._stats.failures += 1
+            item.future.set_exception(BatchCallFailed(error, model=self._model))
+            item.future.exception()
+        return error
+
+
+@dataclass
+class _Waits:
+    """What the rounds of one stage wait for, every model's: the message of the stop names them
+    all, whichever model's round stopped the stage first (another model's round may be written
+    after it, before the stage ends)."""
+
+    notes: list[str] = field(default_factory=list)  # unfinished outputs, inputs written again
+    # rounds without an output file, by id (two gateways of one model may wait for one file)
+    missing: dict[str, Submission] = field(default_factory=dict)
+
+    def message(self) -> str:
+        if not self.missing:
+            return "\n".join(self.notes)
+        missing = sorted(self.missing.values(), key=lambda s: s.input)
+        calls: Counter[str] = Counter()
+        for submission in missing:
+            calls[submission.model] += submission.requests
+        models = "" if len(calls) == 1 else (
+            f" of {len(calls)} models ({', '.join(f'{m} {n}' for m, n in calls.items())})")
+        commands = "\n".join(
+            "  python -m vllm.entrypoints.openai.run_batch -i "
+            f"{shlex.quote(s.input)} -o {shlex.quote(str(_output_path(Path(s.input))))} "
+            f"--model {shlex.quote(s.model)}"
+            for s in missing
+        )
+        files = f"{len(missing)} batch file{'s' if len(missing) > 1 else ''}"
+        return "\n".join([
+            *self.notes,
+            f"waiting for the answers to {calls.total()} calls in {files}{models}; answer "
+            f"{'them' if len(missing) > 1 else 'it'} with an offline engine, e.g. vLLM:\n"
+            f"{commands}\nthen run this command again to read them and go on"])
+
+
+class RoundsWaiting(Paused):
+    """The stop of a stage whose rounds wait for an offline engine: its message, made when it is
+    told, names every round the stage waits for."""
+
+    def __init__(self, waits: _Waits) -> None:
+        super().__init__(waits)
+        self.waits = waits
+
+    def __str__(self) -> str:
+        return self.waits.message()
+
+
+_WAITS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Waits] = (
+    weakref.WeakKeyDictionary())
+
+
+def _waits_here() -> _Waits:
+    """The waits of the stage on this event loop (one loop per stage)."""
+    return _WAITS.setdefault(asyncio.get_running_loop(), _Waits())
 
 
 def _recorded_request(submitted: SubmittedRequest) -> ChatRequest:

@@ -13,7 +13,9 @@ requests, before they wait for it: a killed process that asks again finds the ba
 for it instead of paying for the same requests twice. A Batch API submission is recorded as soon
 as its input file is uploaded ("uploaded", under the file's id) and takes its batch's id once
 the batch is created ("open"): a process killed in between finds the batch by its input file.
-A submission's request rows are dropped once its answers are in the `calls` table.
+A submission's request rows are dropped once its answers are in the `calls` table. The rounds
+that failed a call are counted here too, over every command, until it is answered: a call that
+failed in every round `--max-retries` allows fails at once in every later command.
 """
 
 from __future__ import annotations
@@ -65,12 +67,14 @@ CREATE TABLE IF NOT EXISTS batch_submissions (
     requests INTEGER NOT NULL,
     state TEXT NOT NULL,
     created_at TEXT NOT NULL,
-    closed_at TEXT
+    closed_at TEXT,
+    answered INTEGER  -- its requests answered (the others failed), once it is closed
 )""",
     """
 CREATE TABLE IF NOT EXISTS batch_failures (
     key TEXT PRIMARY KEY,
-    rounds INTEGER NOT NULL  -- rounds in a row that answered this call with a transient failure
+    rounds INTEGER NOT NULL,  -- rounds that failed this call, over every command
+    error TEXT  -- the error its item failed with, once it failed for good
 )""",
     """
 CREATE TABLE IF NOT EXISTS batch_requests (
@@ -132,6 +136,16 @@ class Submission(BaseModel):
     # "uploaded" (a Batch API input file whose batch may not exist yet: `id` is the file's),
     # "open" until its answers are stored, then "closed".
     state: Literal["uploaded", "open", "closed"] = "open"
+    answered: int | None = Field(default=None, description="once closed: requests answered")
+
+
+@dataclass(frozen=True)
+class FailedLine:
+    """A call a round answered with a failure: it has now failed in at least `rounds` rounds
+    (1 more than before; a refused call uses up every round it may have at once)."""
+
+    key: str
+    rounds: int = 1
 
 
 class SubmittedRequest(BaseModel):
@@ -199,6 +213,16 @@ class CallCache:
         with self._lock:
             for statement in () if read_only else _MORE_TABLES:
                 self._db.execute(statement)
+            if not read_only:
+                self._add_missing_columns()
+
+    def _add_missing_columns(self) -> None:
+        """Columns a cache file made by an earlier version lacks."""
+        for table, column, kind in (("batch_failures", "error", "TEXT"),
+                                    ("batch_submissions", "answered", "INTEGER")):
+            columns = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+            if column not in columns:
+                self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
     def get(self, key: str) -> CachedCall | None:
         with self._lock:
@@ -263,7 +287,7 @@ class CallCache:
         """The submissions of `kind` in `state`, of `model` (None: of every model)."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT id, kind, model, input, requests, state FROM batch_submissions"
+                "SELECT id, kind, model, input, requests, state, answered FROM batch_submissions"
                 " WHERE state = ? AND kind = ? AND model = COALESCE(?, model)"
                 " ORDER BY created_at, id",
                 (state, kind, model),
@@ -298,37 +322,60 @@ class CallCache:
                              (batch_id, uploaded))
             self._db.execute("COMMIT")
             row = self._db.execute(
-                "SELECT id, kind, model, input, requests, state FROM batch_submissions"
+                "SELECT id, kind, model, input, requests, state, answered FROM batch_submissions"
                 " WHERE id = ?", (batch_id,),
             ).fetchone()
         return Submission.model_validate(dict(zip(Submission.model_fields, row, strict=True)))
 
-    def close_batch(self, submission: str) -> None:
-        """Its answers are stored: forget its requests, keep the record of the batch."""
+    def close_batch(self, submission: str, answered: int) -> None:
+        """Its answers are stored: forget its requests, keep the record of the batch and how
+        many of them it answered."""
         with self._lock:
             self._db.execute("BEGIN")
-            self._db.execute("UPDATE batch_submissions SET state = 'closed', closed_at = ?"
-                             " WHERE id = ?", (_now(), submission))
+            self._db.execute("UPDATE batch_submissions SET state = 'closed', closed_at = ?,"
+                             " answered = ? WHERE id = ?", (_now(), answered, submission))
             self._db.execute("DELETE FROM batch_requests WHERE submission = ?", (submission,))
             self._db.execute("COMMIT")
 
-    def batch_failed(self, keys: list[str]) -> dict[str, int]:
-        """Count one more round that failed each call; returns each call's count. Kept here,
-        not in the process: with batch files every round is read by another command."""
-        if not keys:
+    def batch_failed(self, failed: list[FailedLine]) -> dict[str, int]:
+        """Count one more round that failed each call (at least `rounds`); returns each call's
+        count. Kept here, not in the process: with batch files every round is read by another
+        command."""
+        if not failed:
             return {}
         with self._lock:
             self._db.execute("BEGIN")
             self._db.executemany(
-                "INSERT INTO batch_failures (key, rounds) VALUES (?, 1)"
-                " ON CONFLICT (key) DO UPDATE SET rounds = rounds + 1", ((k,) for k in keys))
+                "INSERT INTO batch_failures (key, rounds) VALUES (?, ?)"
+                " ON CONFLICT (key) DO UPDATE SET rounds = MAX(rounds + 1, excluded.rounds)",
+                ((f.key, f.rounds) for f in failed))
             self._db.execute("COMMIT")
-            return {key: self._db.execute("SELECT rounds FROM batch_failures WHERE key = ?",
-                                          (key,)).fetchone()[0] for key in keys}
+            return {f.key: self._db.execute("SELECT rounds FROM batch_failures WHERE key = ?",
+                                            (f.key,)).fetchone()[0] for f in failed}
+
+    def batch_failed_for_good(self, errors: dict[str, str]) -> None:
+        """The error each call failed its item with, once it failed in every round it may."""
+        if not errors:
+            return
+        with self._lock:
+            self._db.execute("BEGIN")
+            self._db.executemany("UPDATE batch_failures SET error = ? WHERE key = ?",
+                                 ((error, key) for key, error in errors.items()))
+            self._db.execute("COMMIT")
+
+    def batch_failure(self, key: str) -> tuple[int, str | None] | None:
+        """(rounds that failed the call, the error it failed for good with), or None."""
+        with self._lock:
+            row = self._db.execute("SELECT rounds, error FROM batch_failures WHERE key = ?",
+                                   (key,)).fetchone()
+        return None if row is None else (row[0], row[1])
+
+    def any_batch_failure(self) -> bool:
+        with self._lock:
+            return self._db.execute("SELECT 1 FROM batch_failures LIMIT 1").fetchone() is not None
 
     def forget_batch_failures(self, keys: list[str]) -> None:
-        """The calls were answered, or failed for good: a later command starts their count
-        afresh (as a live run retries a call that failed before)."""
+        """The calls were answered: a later failure starts their count afresh."""
         with self._lock:
             if self._db.execute("SELECT 1 FROM batch_failures LIMIT 1").fetchone() is None:
                 return  # nothing ever failed: no write per answered call

@@ -274,7 +274,8 @@ class Gateway:
                 if attempt == tries:
                     self._stats.failures += 1
                     raise LLMError(
-                        f"{self.model}: call failed after {tries} tries: {failure.reason}"
+                        f"{self.model}: call failed after {tries} tries: {failure.reason}",
+                        model=self.model,
                     ) from None
                 wait = _backoff_s(attempt - 1, failure.wait_s)
                 log.warning("%s: %s; retrying in %.1f s (try %d of %d)",
@@ -311,7 +312,8 @@ class Gateway:
             if exc.status_code in _RETRYABLE_STATUS or exc.status_code >= 500:
                 raise _Retryable(reason, _retry_after_s(exc.response.headers)) from None
             self._stats.failures += 1
-            raise LLMError(f"{self.model}: the endpoint refused the call: {reason}") from None
+            raise LLMError(f"{self.model}: the endpoint refused the call: {reason}",
+                           model=self.model) from None
         latency = time.perf_counter() - started
         try:
             body = json.loads(raw)
@@ -346,12 +348,14 @@ class OpenAIBatches:
             except openai.APIStatusError as exc:
                 reason = self._gateway._scrub(f"{what}: HTTP {exc.status_code}: {exc.message}")
                 if exc.status_code not in _RETRYABLE_STATUS and exc.status_code < 500:
-                    raise LLMError(f"{self._gateway.model}: {reason}") from None
+                    raise LLMError(f"{self._gateway.model}: {reason}",
+                                   model=self._gateway.model) from None
                 wait = _retry_after_s(exc.response.headers)
             if attempt + 1 < self._tries:
                 log.warning("%s; retrying", reason)
                 await asyncio.sleep(_backoff_s(attempt, wait))
-        raise LLMError(f"{self._gateway.model}: {reason} (after {self._tries} tries)")
+        raise LLMError(f"{self._gateway.model}: {reason} (after {self._tries} tries)",
+                       model=self._gateway.model)
 
     async def upload(self, path: Path) -> str:
         async def call() -> str:

@@ -125,7 +125,9 @@ class LLMOptions(BaseModel):
         json_schema_extra={"flag": {"metavar": "SECONDS"}},
     )
     max_retries: int = Field(
-        DEFAULT_MAX_RETRIES, ge=0, description="tries after the first",
+        DEFAULT_MAX_RETRIES, ge=0, description="tries after the first; in batch rounds, rounds "
+        "after the first, counted over every command: a request that failed in all of them "
+        "fails at once until a larger N",
         json_schema_extra={"flag": {"metavar": "N"}},
     )
     prices: Path | None = Field(None, description="JSON price table overriding the built-in one")

@@ -48,10 +48,11 @@ class GatewayStats(BaseModel):
     completion_tokens: int = 0
     cost: float = 0.0
     wall_s: float = 0.0
-    # Batch mode (llm/batch.py): rounds flushed, batch files submitted, lines that failed in
-    # them and how many of those were asked again in the next round.
+    # Batch mode (llm/batch.py): rounds flushed, batch files submitted and the requests written
+    # in them, lines that failed in them and how many of those were asked again in the next round.
     rounds: int = 0
     batches: int = 0
+    batch_requests: int = 0
     batch_failed_lines: int = 0
     batch_retried_lines: int = 0
 
@@ -113,4 +114,15 @@ class SpeedSums(BaseModel):
 
 
 class LLMError(CuqaError, RuntimeError):
-    """A call that failed for good (retries exhausted, refused, or unusable output)."""
+    """A call that failed for good (retries exhausted, refused, or unusable output). `model`:
+    the model whose call it was, when one was asked (a stage that asks several names its
+    role)."""
+
+    def __init__(self, message: str, *, model: str | None = None) -> None:
+        super().__init__(message)
+        self.model = model
+
+
+class BatchCallFailed(LLMError):
+    """A batch call that failed in every round `--max-retries` allows, counted over every
+    command: it fails at once until a larger `--max-retries` gives it more rounds."""

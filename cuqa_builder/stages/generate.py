@@ -15,10 +15,11 @@ from __future__ import annotations
 import asyncio
 import datetime
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator
-from contextlib import AsyncExitStack
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass, field
 from functools import partial
+from typing import TypeVar
 
 from pydantic import BaseModel
 from tqdm import tqdm
@@ -36,7 +37,7 @@ from cuqa_builder.generation.estimate import StepRates, plan_easy, plan_hard
 from cuqa_builder.generation.hard import choose_pairs, merge_pair
 from cuqa_builder.generation.recipes import RECIPES
 from cuqa_builder.generation.seeding import candidate_id
-from cuqa_builder.generation.yield_report import stage_line
+from cuqa_builder.generation.yield_report import item_calls, stage_line
 from cuqa_builder.grounding.articles import ArticleStore, open_article_store
 from cuqa_builder.grounding.keys import entity_key
 from cuqa_builder.jsonio import (
@@ -47,14 +48,14 @@ from cuqa_builder.jsonio import (
     read_jsonl,
     write_jsonl,
 )
-from cuqa_builder.llm.batch import describe_files_read
+from cuqa_builder.llm.batch import describe_batches, files_read
 from cuqa_builder.llm.estimate import CallPlan, calibration
 from cuqa_builder.llm.gateway import Gateway, open_gateway
 from cuqa_builder.llm.settings import LLMSettings, resolve_settings
-from cuqa_builder.llm.types import GatewayStats, LLMError
+from cuqa_builder.llm.types import BatchCallFailed, GatewayStats, LLMError
 from cuqa_builder.ner import Token
 from cuqa_builder.passage_entities import PassageEntities
-from cuqa_builder.records import Candidate, Entity, Event, GenerationFailure
+from cuqa_builder.records import Candidate, Entity, Event, GenerationFailure, PromptCall
 from cuqa_builder.refresh import stale_candidates
 from cuqa_builder.run import (
     CANDIDATES,
@@ -70,11 +71,13 @@ from cuqa_builder.run import (
 )
 from cuqa_builder.stages.endpoints import open_checker
 from cuqa_builder.stages.generate_tally import Tally, short, summary_of
+from cuqa_builder.validation.probes import CHECKER, PROBE_MODEL, Roles
 from cuqa_builder.verification.checker import ItemChecker
 
 # Events in flight per allowed concurrent call: an event waits on one call at a time for most
 # of its life, so twice as many events as call slots keeps every slot busy.
 EVENTS_PER_CALL_SLOT = 2
+T = TypeVar("T")
 
 
 def _known_articles(
@@ -213,7 +216,8 @@ class _Writer:
         else:
             self.tally.failed += 1
         self.tally.reasons.add(f"{error.step}: {short(error.reason)}")
-        self.tally.unanswered += _unanswered(error)
+        self.tally.unanswered += _caused_by(error, LLMError)
+        self.tally.given_up += _caused_by(error, BatchCallFailed)
 
     def close(self) -> None:
         self.candidates.close()
@@ -221,11 +225,12 @@ class _Writer:
         self.pools.close()
 
 
-def _unanswered(error: BaseException) -> bool:
-    """Whether the failure was a call the endpoint did not answer (somewhere in its causes)."""
+def _caused_by(error: BaseException, kind: type[LLMError]) -> bool:
+    """Whether the failure was a call the endpoint did not answer (somewhere in its causes),
+    of this kind."""
     cause: BaseException | None = error
     while cause is not None:
-        if isinstance(cause, LLMError):
+        if isinstance(cause, kind):
             return True
         cause = cause.__cause__
     return False
@@ -383,7 +388,11 @@ def estimate(ctx: RunContext, settings: LLMSettings, model: str) -> CallPlan:
     return plan
 
 
-async def _run(ctx: RunContext, tally: Tally) -> tuple[str, GatewayStats, CallPlan | None]:
+async def _run(
+    ctx: RunContext, tally: Tally
+) -> tuple[list[str], GatewayStats, CallPlan | None]:
+    """Make the candidates; returns the models asked (the generator first), the generator's
+    calls and the estimate to compare them with."""
     todo, count, _ = _todo(ctx, tally)
     seed = ctx.options.generate.seed
     settings = resolve_settings(ctx.options.llm, default_cache=ctx.path(LLM_CACHE),
@@ -400,7 +409,7 @@ async def _run(ctx: RunContext, tally: Tally) -> tuple[str, GatewayStats, CallPl
         async with AsyncExitStack() as stack:
             gateway = await stack.enter_async_context(open_gateway(settings))
             small = settings.uses_local_model  # the embedded model is small
-            checker = await _compose_time_checker(ctx, gateway, small, stack)
+            checker, others = await _compose_time_checker(ctx, gateway, small, stack)
 
             async def passage_entities(text: str) -> list[Entity]:
                 # spaCy runs in a thread; a batch round waits for it (the ABC question's call).
@@ -431,18 +440,17 @@ async def _run(ctx: RunContext, tally: Tally) -> tuple[str, GatewayStats, CallPl
             ))
             if count and not settings.batched and generator.known_source == "model":
                 find_entities.start()  # the pipeline loads while the first calls are answered
-            await _run_jobs(ctx, "generate", _easy_jobs(generator, todo(), tally), count, writer,
-                            in_flight, gateway.stats)
-            if ctx.options.generate.hard:
-                entities = {e.id: e.entities for e in iter_jsonl(ctx.path(EVENTS), Event)}
-                hard = _hard_jobs(ctx, generator, entities)
-                await _run_jobs(ctx, "hard", hard, len(hard), writer, in_flight, gateway.stats)
-            if checker is not None and isinstance(checker.guesser, Gateway):
-                guessed = checker.guesser.stats
-                tally.guesser = (f"{checker.guesser.model} (a model of the cutoff) guessed at "
-                                 f"the whole questions: {guessed.calls} calls, "
-                                 f"{guessed.cache_hits} cache hits")
-            return gateway.model, gateway.stats.model_copy(), plan
+            with _named_by_role(checker):
+                await _run_jobs(ctx, "generate", _easy_jobs(generator, todo(), tally), count,
+                                writer, in_flight, gateway.stats)
+                if ctx.options.generate.hard:
+                    entities = {e.id: e.entities for e in iter_jsonl(ctx.path(EVENTS), Event)}
+                    hard = _hard_jobs(ctx, generator, entities)
+                    await _run_jobs(ctx, "hard", hard, len(hard), writer, in_flight,
+                                    gateway.stats)
+            tally.others = [_asked_while_composing(other, checker) for other in others]
+            return ([gateway.model, *(other.model for other in others)],
+                    gateway.stats.model_copy(), plan)
     finally:
         writer.close()
         find_entities.close()
@@ -450,35 +458,85 @@ async def _run(ctx: RunContext, tally: Tally) -> tuple[str, GatewayStats, CallPl
 
 async def _compose_time_checker(
     ctx: RunContext, gateway: Gateway, small: bool, stack: AsyncExitStack
-) -> ItemChecker | None:
+) -> tuple[ItemChecker | None, list[Gateway]]:
     """The checker asked while composing, the one validate asks (--check-model, else the
     generator; the --probe-model guessing at the whole question), so that validate reads its
-    answers from the cache. None for a small model, which is no judge of its own items
-    (validate asks them), or when --check-model none turns them off."""
+    answers from the cache, and the gateways it asks besides the generator's. None for a small
+    model, which is no judge of its own items (validate asks them), or when --check-model none
+    turns them off."""
     model = ctx.options.checks.check_model or gateway.model
     if small or model == "none":
-        return None
-    checker, _ = await open_checker(ctx.options, ctx.path(LLM_CACHE), ctx.window.label, model,
-                                    stack, generator=gateway)
-    return checker
+        return None, []
+    checker, asked = await open_checker(ctx.options, ctx.path(LLM_CACHE), ctx.window.label,
+                                        model, stack, generator=gateway)
+    return checker, [other for other in asked if other is not gateway]
 
 
-def _whole_stage(ctx: RunContext, model: str) -> str:
-    records = stage_line(iter_jsonl(ctx.path(CANDIDATES), Candidate),
-                         iter_jsonl(ctx.path(GENERATION_FAILURES), GenerationFailure))
-    return f"{records}; {describe_files_read(ctx.path(LLM_CACHE), model)}"
+@contextmanager
+def _named_by_role(checker: ItemChecker | None) -> Iterator[None]:
+    """A call the checker could not get answered stops the stage (the generator's own fail
+    their items): the message names the model that failed by its role."""
+    try:
+        yield
+    except LLMError as exc:
+        if checker is None:
+            raise
+        guesser = checker.guesser.model if checker.guesser is not None else None
+        roles = Roles.of((CHECKER, checker.client.model), (PROBE_MODEL, guesser))
+        raise type(exc)(f"{roles.who(exc)} could not be asked while composing: {exc}",
+                        model=exc.model) from exc
+
+
+def _asked_while_composing(other: Gateway, checker: ItemChecker | None) -> str:
+    """What another model than the generator did while composing, in the summary's words."""
+    assert checker is not None  # only a checker asks other models
+    roles = [role for role, asked in (("(the checker) checked the items", checker.client),
+                                      ("(a model of the cutoff) guessed at the whole questions",
+                                       checker.guesser)) if other is asked]
+    stats = other.stats
+    return (f"{other.model} {' and '.join(roles)}: {stats.calls} calls, {stats.cache_hits} "
+            f"cache hits{describe_batches(stats)}")
+
+
+def _whole_stage(ctx: RunContext, models: list[str]) -> str:
+    """The stage over every command of a --batch-files run: its records, and the batch files of
+    every model it asked. The records count a call for each item it served, the files an answer
+    for each request: when they differ, the line says by how much and why."""
+    calls = 0
+
+    def counted(records: Iterator[T], calls_of: Callable[[T], Sequence[PromptCall]]
+                ) -> Iterator[T]:
+        nonlocal calls
+        for record in records:
+            calls += len(calls_of(record))
+            yield record
+
+    records = stage_line(
+        counted(iter_jsonl(ctx.path(CANDIDATES), Candidate), item_calls),
+        counted(iter_jsonl(ctx.path(GENERATION_FAILURES), GenerationFailure),
+                lambda failure: failure.calls))
+    read = files_read(ctx.path(LLM_CACHE), models)
+    differ = ""
+    if calls > read.answered:
+        differ = (f"; the records count {calls - read.answered} calls more than the answers "
+                  "read: an answer that several items share (the same request), or that the "
+                  "cache held before the rounds, counts for each item")
+    elif calls < read.answered:
+        differ = (f"; {read.answered - calls} answers read are in no item's record (the "
+                  f"records count {calls} calls)")
+    return f"{records}; {read.describe()}{differ}"
 
 
 def run(ctx: RunContext) -> str:
     started = time.perf_counter()
     tally = Tally()
-    model, stats, plan = asyncio.run(_run(ctx, tally))
-    summary = summary_of(ctx, tally, model, stats, time.perf_counter() - started, plan)
+    models, stats, plan = asyncio.run(_run(ctx, tally))
+    summary = summary_of(ctx, tally, models[0], stats, time.perf_counter() - started, plan)
     if ctx.options.generate.limit == 0:
         summary = ("generate: nothing to do: --limit 0 takes no event (the later stages work "
                    "on the candidates already made, if any)\n" + summary)
     if ctx.options.llm.batch_files is not None:  # this command made only the last round's part
-        summary += "\n" + _whole_stage(ctx, model)
+        summary += "\n" + _whole_stage(ctx, models)
     if tally.reasons.total() and not tally.written and not tally.already_done:
         # every item it tried failed and none was made before: say why, exit 1
         raise NothingProducedError(

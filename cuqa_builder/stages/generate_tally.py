@@ -34,10 +34,11 @@ class Tally:
     refused: int = 0  # outputs a step check refused (asked again, or the step failed)
     repaired: int = 0  # items written after at least one refused output
     articles: str = ""  # --known-source wiki: what the article lookups did
-    guesser: str = ""  # --probe-model: its guesses while composing
+    others: list[str] = field(default_factory=list)  # the checker's and the guesser's calls
     set_aside: Counter[str] = field(default_factory=Counter)  # entities no bridge, by reason
     reasons: Reasons = field(default_factory=Reasons)  # "step: reason" of each failure
     unanswered: int = 0  # failures of a call to the endpoint: a re-run asks it again
+    given_up: int = 0  # of those, batch calls that failed in every round they may have
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (event id, why) not tried
     pools: PoolTally = field(default_factory=PoolTally)
 
@@ -50,15 +51,25 @@ class Tally:
 
     def retry(self) -> str:
         """What trying the failures again takes. A re-run asks again only the calls the endpoint
-        did not answer; the answers it gave are cached, so their failures come back alike."""
+        did not answer, and batch calls that failed in every round --max-retries allows only
+        with a larger one; the answers it gave are cached, so their failures come back alike."""
         failed = self.reasons.total()
+        again = self.unanswered - self.given_up
+        notes = [
+            *([f"the {again} whose call was not answered are asked again"] if again else []),
+            *([f"the {self.given_up} whose batch call failed in every round --max-retries "
+               "allows are asked again with a larger --max-retries"] if self.given_up else []),
+        ]
         if self.unanswered == failed:
-            return "their calls were not answered: the same command asks them again"
-        again = (f"; the {self.unanswered} whose call was not answered are asked again"
-                 if self.unanswered else "")
+            if not self.given_up:
+                return "their calls were not answered: the same command asks them again"
+            if not again:
+                return ("their batch calls failed in every round --max-retries allows: a larger "
+                        "--max-retries asks them again")
+            return "; ".join(notes)
         return ("a re-run replays the cached answers and fails them alike: a larger --attempts "
                 "asks a refused step again, --refresh asks every call anew, another --model or "
-                f"--seed takes another way{again}")
+                "--seed takes another way" + "".join(f"; {note}" for note in notes))
 
     def count_made(self, made: Made) -> None:
         for item in made.items:
@@ -121,8 +132,7 @@ def summary_of(
         f"{stats.prompt_tokens} tokens in, {stats.completion_tokens} out, ${stats.cost:.4f}"
         f"{describe_batches(stats)}; wall {wall:.1f} s -> {ctx.path(CANDIDATES)}"
     )
-    if tally.guesser:
-        lines.append(f"  {tally.guesser}")
+    lines += [f"  {other}" for other in tally.others]
     if plan is not None:
         lines.append(compare(plan, stats))
     return "\n".join(lines)

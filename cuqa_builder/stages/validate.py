@@ -62,19 +62,22 @@ from cuqa_builder.validation.checks import check_all as format_checks
 from cuqa_builder.validation.connected import CHECKER_ERROR, check_all, record_checker
 from cuqa_builder.validation.critic import (
     CRITIC_CHECKS,
-    CRITIC_ERROR,
     CRITIC_TEMPLATE,
     Critic,
     criticise_all,
     record_critic,
 )
 from cuqa_builder.validation.probes import (
+    CHECKER,
     CLOSED_BOOK,
+    JUDGE,
     PROBE_CHECKS,
     PROBE_ERROR,
+    PROBE_MODEL,
     PROBE_SAMPLING,
     WITH_UNKNOWN_ANSWER,
     Prober,
+    Roles,
     probe_all,
     record_probes,
 )
@@ -113,7 +116,9 @@ async def _probe(
         outcomes = await probe_all(
             prober, [candidates[i] for i in indexes], progress=not options.quiet
         )
-        record_probes(report, indexes, outcomes, gateway.model)
+        record_probes(report, indexes, outcomes, gateway.model, Roles.of(
+            (PROBE_MODEL, gateway.model),
+            (JUDGE, judge_gateway.model if judge_gateway is not None else None)))
         return gateway.model, prober.judge_name, gateway.stats
 
 
@@ -285,7 +290,8 @@ async def _ask_checker(
         outcomes = await check_all(checker, [candidates[i] for i in indexes],
                                    progress=not options.quiet)
         gateway, guesser = gateways[0], checker.guesser
-        record_checker(report, indexes, outcomes, gateway.model)
+        record_checker(report, indexes, outcomes, Roles.of(
+            (CHECKER, gateway.model), (PROBE_MODEL, guesser.model if guesser else None)))
         calls = sum(g.stats.calls for g in gateways)
         hits = sum(g.stats.cache_hits for g in gateways)
         whole = (f"{guesser.model}, a model whose knowledge ends at the cutoff (--probe-model)"
@@ -370,9 +376,9 @@ def _summary(
     total = len(report.validations)
     names = (*CHECK_NAMES, STALE) if report.applied[STALE] else CHECK_NAMES
     lines = [f"validate: {passed} of {total} candidates passed, {total - passed} failed {dataset}"]
-    if errors := report.failed[CHECKER_ERROR]:  # first: it explains the rest
-        lines.append(f"  the checker could not be asked about {errors} candidates (they fail "
-                     f"{CHECKER_ERROR}): run validate again once it answers")
+    # First: a model that could not be asked explains the rest.
+    lines += [f"  {who} could not be asked about {n} candidates (they fail {check}): "
+              f"{_ask_again(report, [who])}" for (check, who), n in report.unasked.items()]
     if unreadable := report.failed[UNREADABLE]:
         lines.append(f"  the checker's replies about {unreadable} candidates could not be read "
                      f"(they fail {UNREADABLE}: nothing was measured; each reply is quoted in "
@@ -383,11 +389,16 @@ def _summary(
     lines += _count_table(report, names)
     for headline, more in extra:
         lines += [headline, *(_count_table(report, more) if more else [])]
-    if errors := report.failed[PROBE_ERROR]:
-        lines.append(f"  {errors} candidates could not be probed: run validate again")
-    if errors := report.failed[CRITIC_ERROR]:
-        lines.append(f"  {errors} candidates could not be judged by the critic: run again")
     return "\n".join([*lines, *yield_lines])
+
+
+def _ask_again(report: CheckReport, whom: Sequence[str]) -> str:
+    """What asking those models again takes: a batch call that failed in every round
+    --max-retries allows is asked again only with a larger one."""
+    if report.given_up.isdisjoint(whom):
+        return "run validate again once it answers"
+    return ("run validate again once it answers, with a larger --max-retries (its batch calls "
+            "failed in every round the last one allowed)")
 
 
 def run(ctx: RunContext) -> str:
@@ -452,12 +463,11 @@ def run(ctx: RunContext) -> str:
     summary = _summary(report, len(passed), dataset, extra, yield_lines(validated, failures),
                        generation.known_source if generation else None)
     # The verdicts are written; a model that could not be asked leaves the run unfinished.
-    unasked = [f"{whom} could not be asked about {n} candidates" for whom, n in (
-        ("the checker", report.failed[CHECKER_ERROR]),
-        ("the probe model", report.failed[PROBE_ERROR]),
-        ("the critic", report.failed[CRITIC_ERROR])) if n]
-    if unasked:
-        raise Unfinished(f"{'; '.join(unasked)}: run validate again once it answers", summary)
+    if report.unasked:
+        unasked = "; ".join(f"{who} could not be asked about {n} candidates"
+                            for (_, who), n in report.unasked.items())
+        whom = [who for _, who in report.unasked]
+        raise Unfinished(f"{unasked}: {_ask_again(report, whom)}", summary)
     return summary
 
 

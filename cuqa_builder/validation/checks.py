@@ -198,7 +198,7 @@ def short_answer(candidate: Candidate, limits: Limits) -> CheckFailure | None:
 
 def answer_in_question(candidate: Candidate, limits: Limits) -> CheckFailure | None:
     for form in (candidate.answer, *candidate.answer_aliases):
-        if contains_answer(candidate.question, form):
+        if contains_answer(candidate.question, form, in_compounds=True):
             what = "the answer" if form == candidate.answer else "the answer's alias"
             return CheckFailure(
                 check="answer_in_question",
@@ -209,7 +209,7 @@ def answer_in_question(candidate: Candidate, limits: Limits) -> CheckFailure | N
 
 def bridge_in_question(candidate: Candidate, limits: Limits) -> CheckFailure | None:
     for name in hidden_bridges(candidate):
-        if contains_answer(candidate.question, name):
+        if contains_answer(candidate.question, name, in_compounds=True):
             return CheckFailure(
                 check="bridge_in_question",
                 reason=f"the bridge entity {_quote(name)} appears in the question; the unknown "
@@ -323,6 +323,9 @@ class CheckReport:
     validations: list[Validation]
     applied: Counter[str] = field(default_factory=Counter)
     failed: Counter[str] = field(default_factory=Counter)
+    # (error check, who): candidates a model could not be asked about, by its role's words
+    unasked: Counter[tuple[str, str]] = field(default_factory=Counter)
+    given_up: set[str] = field(default_factory=set)  # of those, whose batch calls failed for good
 
 
 def _run_checks(candidate: Candidate, limits: Limits, applied: Counter[str]) -> list[CheckFailure]:

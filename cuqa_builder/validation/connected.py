@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from cuqa_builder.llm.types import LLMError
 from cuqa_builder.records import Candidate, CheckerVerdict, CheckFailure, Validation
 from cuqa_builder.validation.checks import CheckReport
-from cuqa_builder.validation.probes import ask_each, record_outcomes
+from cuqa_builder.validation.probes import Roles, ask_each, record_outcomes
 from cuqa_builder.verification.checker import (
     CHECKER_CHECKS,
     UNKNOWN_BEFORE_CUTOFF,
@@ -57,9 +57,11 @@ def composed_verdicts(candidate: Candidate, checker: ItemChecker) -> list[Checke
 
 def record_checker(
     report: CheckReport, indexes: Sequence[int],
-    outcomes: Sequence[list[CheckerVerdict] | LLMError], model: str,
+    outcomes: Sequence[list[CheckerVerdict] | LLMError], roles: Roles,
 ) -> None:
-    """Store each item's verdicts; a failing verdict fails the item, with its reason."""
+    """Store each item's verdicts; a failing verdict fails the item, with its reason. `roles`:
+    the checker, and the model of the cutoff that guesses at the whole question if there is
+    one."""
 
     def judge(validation: Validation, verdicts: list[CheckerVerdict]) -> list[CheckFailure]:
         validation.connected = verdicts
@@ -69,5 +71,5 @@ def record_checker(
         report.applied[UNREADABLE] += 1  # every reply read: those that could not be fail
         return list(failed.values())
 
-    record_outcomes(report, indexes, outcomes, asked=f"the checker {model}",
-                    error_check=CHECKER_ERROR, judge=judge)
+    record_outcomes(report, indexes, outcomes, roles=roles, error_check=CHECKER_ERROR,
+                    judge=judge)

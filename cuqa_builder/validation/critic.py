@@ -18,7 +18,7 @@ from cuqa_builder.llm.types import LLMError
 from cuqa_builder.prompts import load_prompt
 from cuqa_builder.records import Candidate, CheckFailure, CriticVerdict, Validation
 from cuqa_builder.validation.checks import CheckReport
-from cuqa_builder.validation.probes import ask_each, record_outcomes
+from cuqa_builder.validation.probes import CRITIC, Roles, ask_each, record_outcomes
 
 if TYPE_CHECKING:  # the gateway module loads `openai`
     from cuqa_builder.llm.gateway import Gateway
@@ -111,5 +111,5 @@ def record_critic(
                              f"{verdict.note or '(no reason given)'}")
                 for name, verdict in verdicts.items() if not verdict.passed]
 
-    record_outcomes(report, indexes, outcomes, asked=f"the critic {model}",
+    record_outcomes(report, indexes, outcomes, roles=Roles.of((CRITIC, model)),
                     error_check=CRITIC_ERROR, judge=judge, advisory=advisory)

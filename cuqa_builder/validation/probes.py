@@ -25,7 +25,7 @@ from tqdm import tqdm
 from cuqa_builder.answer_parsing import extract_answer
 from cuqa_builder.judge import judge
 from cuqa_builder.llm.client import LLMClient, prompt_request
-from cuqa_builder.llm.types import LLMError
+from cuqa_builder.llm.types import BatchCallFailed, LLMError
 from cuqa_builder.prompts import load_prompt
 from cuqa_builder.records import Candidate, CheckFailure, SubQuestion, Validation
 from cuqa_builder.text import normalize_answer
@@ -205,21 +205,60 @@ async def ask_each(
         bar.close()
 
 
+# Who a check asked, by role: what a message names when that model could not be asked.
+CHECKER = "the checker {}"
+PROBE_MODEL = "the probe model {} (a model of the cutoff)"
+CRITIC = "the critic {}"
+JUDGE = "the judge {}"
+
+
+@dataclass(frozen=True)
+class Roles:
+    """The models a check asks, each named by its role ("the probe model M (a model of the
+    cutoff)"): a call that failed is told by the model it was asked of, not by the check."""
+
+    named: dict[str, str]  # model -> who
+    first: str  # who, for an error that names no model
+
+    @classmethod
+    def of(cls, *roles: tuple[str, str | None]) -> Roles:
+        """(a role's words with {} for its model, the model or None), the check's own first;
+        a model with two roles is named by both."""
+        phrases: dict[str, list[str]] = {}
+        for role, model in roles:
+            if model is not None:
+                phrases.setdefault(model, []).append(role.format(model))
+        named = {model: " and ".join(said) for model, said in phrases.items()}
+        return cls(named, next(iter(named.values())))
+
+    def who(self, error: LLMError) -> str:
+        return self.named.get(error.model or "", self.first)
+
+
+def _unasked(report: CheckReport, roles: Roles, error: LLMError, check: str) -> CheckFailure:
+    """The failure of a candidate a model could not be asked about, counted by who it was."""
+    who = roles.who(error)
+    report.unasked[(check, who)] += 1
+    if isinstance(error, BatchCallFailed):
+        report.given_up.add(who)
+    return CheckFailure(check=check, reason=f"{who} could not be asked ({error}); run validate "
+                        "again to retry")
+
+
 def record_probes(
     report: CheckReport,
     indexes: Sequence[int],
     outcomes: Sequence[ProbeResult | LLMError],
     model: str,
+    roles: Roles,
 ) -> None:
-    """Add each probe outcome to its candidate's validation, and count it per probe check."""
+    """Add each probe outcome to its candidate's validation, and count it per probe check;
+    `roles`: the probe model and the judge, if there is one."""
     for index, outcome in zip(indexes, outcomes, strict=True):
         validation = report.validations[index]
         if isinstance(outcome, LLMError):
             validation.probes = {"model": model, "error": str(outcome)}
-            failures = [CheckFailure(
-                check=PROBE_ERROR,
-                reason=f"the probes could not be asked ({outcome}); run validate again to retry",
-            )]
+            failures = [_unasked(report, roles, outcome, PROBE_ERROR)]
         else:
             validation.probes = outcome.model_dump(mode="json")
             failures = outcome.failures()
@@ -231,17 +270,17 @@ def record_probes(
 
 def record_outcomes(
     report: CheckReport, indexes: Sequence[int], outcomes: Sequence[T | LLMError], *,
-    asked: str, error_check: str, judge: Callable[[Validation, T], list[CheckFailure]],
+    roles: Roles, error_check: str, judge: Callable[[Validation, T], list[CheckFailure]],
     advisory: bool = False,
 ) -> None:
-    """Store what a checker model (`asked`: "the critic M") said of each candidate: `judge`
-    records an answer and returns its failures; an answer that could not be had fails the
-    item with `error_check`, to be retried. Advisory failures are noted, not failing."""
+    """Store what a checker model said of each candidate: `judge` records an answer and returns
+    its failures; an answer that could not be had fails the item with `error_check`, naming the
+    model (of `roles`) that could not be asked, to be retried. Advisory failures are noted, not
+    failing."""
     for index, outcome in zip(indexes, outcomes, strict=True):
         validation = report.validations[index]
         if isinstance(outcome, LLMError):
-            failures = [CheckFailure(check=error_check, reason=f"{asked} could not be asked "
-                                     f"({outcome}); run validate again to retry")]
+            failures = [_unasked(report, roles, outcome, error_check)]
         else:
             failures = judge(validation, outcome)
         report.failed.update({f.check for f in failures})
