@@ -661,11 +661,13 @@ def test_a_checker_down_for_one_event_fails_only_that_event(tmp_path: Path) -> N
     responder = DownOnce()
     with ScriptedLLM(responder) as llm:
         assert _build(tmp_path, llm, "events") == 0
-        assert _build(tmp_path, llm, "generate", "--max-retries", "0") == 0
+        # what was made is written; the unchecked event makes the command exit 1
+        assert _build(tmp_path, llm, "generate", "--max-retries", "0") == 1
         made = read_jsonl(tmp_path / "candidates.jsonl", Candidate)
         [failure] = [f for f in read_jsonl(tmp_path / "generation-failures.jsonl",
                                            GenerationFailure) if f.step != "Select"]
-        assert failure.step == "Check" and "could not be asked" in failure.reason
+        assert failure.step == "Check" and failure.reason.startswith(
+            "the checker scripted could not be asked while composing: ")
         assert "DescribeBridges" in [c.function for c in failure.calls]
         assert len({i.event.id for i in made}) == 3 and failure.event_id not in {
             i.event.id for i in made}

@@ -133,6 +133,7 @@ class GenerationError(CuqaError):
         self.attempts = list(attempts or [])
         self.branch: QuestionType | None = None
         self.pool: PoolRecord | None = None  # the connected recipe: what the event's pool held
+        self.unasked: str | None = None  # the checking model (by its role) that failed to answer
 
 
 @dataclass(frozen=True)

@@ -322,8 +322,12 @@ class ConnectedGenerator(Generator):
                 for key, verdicts in found.items():
                     pool.verdicts[key] += verdicts
         except LLMError as exc:
-            raise GenerationError("Check", f"the checker could not be asked: {exc}",
-                                  client.calls + (guesser.calls if guesser else [])) from exc
+            model = exc.model or self.checker.client.model
+            who = (f"the probe model {model} (a model of the cutoff)"
+                   if guesser is not None and model == guesser.model else f"the checker {model}")
+            failure = GenerationError("Check", f"{who} could not be asked while composing: {exc}")
+            failure.unasked = who
+            raise failure from exc
         finally:
             pool.calls += client.calls + (guesser.calls if guesser else [])
         outcome = {d.id: _outcome(pool.verdicts[d.id]) for d in screened}

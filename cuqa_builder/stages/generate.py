@@ -16,7 +16,7 @@ import asyncio
 import datetime
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
-from contextlib import AsyncExitStack, contextmanager
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TypeVar
@@ -67,11 +67,11 @@ from cuqa_builder.run import (
     GenerationInfo,
     NothingProducedError,
     RunContext,
+    Unfinished,
     save_run_info,
 )
 from cuqa_builder.stages.endpoints import open_checker
 from cuqa_builder.stages.generate_tally import Tally, short, summary_of
-from cuqa_builder.validation.probes import CHECKER, PROBE_MODEL, Roles
 from cuqa_builder.verification.checker import ItemChecker
 
 # Events in flight per allowed concurrent call: an event waits on one call at a time for most
@@ -218,6 +218,8 @@ class _Writer:
         self.tally.reasons.add(f"{error.step}: {short(error.reason)}")
         self.tally.unanswered += _caused_by(error, LLMError)
         self.tally.given_up += _caused_by(error, BatchCallFailed)
+        if error.unasked is not None:
+            self.tally.unasked[error.unasked] += 1
 
     def close(self) -> None:
         self.candidates.close()
@@ -440,14 +442,12 @@ async def _run(
             ))
             if count and not settings.batched and generator.known_source == "model":
                 find_entities.start()  # the pipeline loads while the first calls are answered
-            with _named_by_role(checker):
-                await _run_jobs(ctx, "generate", _easy_jobs(generator, todo(), tally), count,
-                                writer, in_flight, gateway.stats)
-                if ctx.options.generate.hard:
-                    entities = {e.id: e.entities for e in iter_jsonl(ctx.path(EVENTS), Event)}
-                    hard = _hard_jobs(ctx, generator, entities)
-                    await _run_jobs(ctx, "hard", hard, len(hard), writer, in_flight,
-                                    gateway.stats)
+            await _run_jobs(ctx, "generate", _easy_jobs(generator, todo(), tally), count,
+                            writer, in_flight, gateway.stats)
+            if ctx.options.generate.hard:
+                entities = {e.id: e.entities for e in iter_jsonl(ctx.path(EVENTS), Event)}
+                hard = _hard_jobs(ctx, generator, entities)
+                await _run_jobs(ctx, "hard", hard, len(hard), writer, in_flight, gateway.stats)
             tally.others = [_asked_while_composing(other, checker) for other in others]
             return ([gateway.model, *(other.model for other in others)],
                     gateway.stats.model_copy(), plan)
@@ -470,21 +470,6 @@ async def _compose_time_checker(
     checker, asked = await open_checker(ctx.options, ctx.path(LLM_CACHE), ctx.window.label,
                                         model, stack, generator=gateway)
     return checker, [other for other in asked if other is not gateway]
-
-
-@contextmanager
-def _named_by_role(checker: ItemChecker | None) -> Iterator[None]:
-    """A call the checker could not get answered stops the stage (the generator's own fail
-    their items): the message names the model that failed by its role."""
-    try:
-        yield
-    except LLMError as exc:
-        if checker is None:
-            raise
-        guesser = checker.guesser.model if checker.guesser is not None else None
-        roles = Roles.of((CHECKER, checker.client.model), (PROBE_MODEL, guesser))
-        raise type(exc)(f"{roles.who(exc)} could not be asked while composing: {exc}",
-                        model=exc.model) from exc
 
 
 def _asked_while_composing(other: Gateway, checker: ItemChecker | None) -> str:
@@ -537,6 +522,11 @@ def run(ctx: RunContext) -> str:
                    "on the candidates already made, if any)\n" + summary)
     if ctx.options.llm.batch_files is not None:  # this command made only the last round's part
         summary += "\n" + _whole_stage(ctx, models)
+    if tally.unasked:  # what was made is written; the events it could not check are not
+        raise Unfinished("; ".join(
+            f"{who} could not be asked while composing about {n} event{'s' * (n > 1)}"
+            for who, n in tally.unasked.items()) + ": run generate again once it answers",
+            summary)
     if tally.reasons.total() and not tally.written and not tally.already_done:
         # every item it tried failed and none was made before: say why, exit 1
         raise NothingProducedError(

@@ -39,6 +39,7 @@ class Tally:
     reasons: Reasons = field(default_factory=Reasons)  # "step: reason" of each failure
     unanswered: int = 0  # failures of a call to the endpoint: a re-run asks it again
     given_up: int = 0  # of those, batch calls that failed in every round they may have
+    unasked: Counter[str] = field(default_factory=Counter)  # events a checker left unchecked
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (event id, why) not tried
     pools: PoolTally = field(default_factory=PoolTally)
 
