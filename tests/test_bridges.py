@@ -84,13 +84,16 @@ def test_a_describing_link_text_is_named_by_its_article_title() -> None:
         Entity(text="U.S. state", label="LINK", wiki_title="Michigan"),
         Entity(text="Pakistani soldiers", label="LINK", wiki_title="Pakistan Army"),
         Entity(text="3,500 rockets", label="LINK", wiki_title="Rocket attacks"),
+        # a sentence's first words: its capital is the "The", the link still describes
+        Entity(text="The agency's director general", label="LINK",
+               wiki_title="Rafael Mariano Grossi"),
     ]
     counted: Counter[str] = Counter()
     kept = usable(entities, counted)
     assert [(e.text, e.wiki_title) for e in kept] == [
         ("Fernando Villavicencio", "Fernando Villavicencio"), ("Michigan", "Michigan"),
-        ("Pakistan Army", "Pakistan Army")]
-    assert counted == {RENAMED: 3, DEMONYM: 1, NUMBER_PHRASE: 1}
+        ("Pakistan Army", "Pakistan Army"), ("Rafael Mariano Grossi", "Rafael Mariano Grossi")]
+    assert counted == {RENAMED: 4, DEMONYM: 1, NUMBER_PHRASE: 1}
 
 
 def test_a_role_before_the_name_gives_way_to_the_name() -> None:

@@ -66,9 +66,9 @@ def _describes(entity: Entity) -> bool:
     shared with the title ("[[Fernando Villavicencio|Ecuadorian presidential candidate]]",
     "[[Michigan|U.S. state]]"); "[[2023 Thai general election|Thai general election]]" names
     its event."""
-    text = surface_name(entity.text)
+    text = entity.text.strip()  # "The agency's director general": its capital is the "The"
     return bool(entity.wiki_title and text and text[0].isupper() and not _written_as_name(text)
-                and not _content_words(text) & _content_words(entity.wiki_title))
+                and not _content_words(surface_name(text)) & _content_words(entity.wiki_title))
 
 
 def set_aside_reason(entity: Entity) -> str | None:
@@ -80,14 +80,14 @@ def set_aside_reason(entity: Entity) -> str | None:
         return NUMBER_OR_DATE
     if _NUMBER_PHRASE.match(text):
         return NUMBER_PHRASE
-    if entity.label == "NORP":
-        return DEMONYM
-    if not (text[0].isupper() or text[0].isdigit()):
-        return COMMON_NOUN
-    if _describes(entity):
+    if _describes(entity):  # before its case is judged: "The agency's director general"
         if not _written_as_name(canonical_name(entity)):
             return DESCRIBED
         text = canonical_name(entity)
+    elif entity.label == "NORP":
+        return DEMONYM
+    elif not (text[0].isupper() or text[0].isdigit()):
+        return COMMON_NOUN
     if entity.label not in _PERSON_LABELS and (_OFFICE.search(text) or _OFFICE.match(title)):
         return OFFICE
     return None

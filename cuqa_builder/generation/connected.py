@@ -44,6 +44,7 @@ from cuqa_builder.generation.describing import (
     description_problem,
     giveaways,
     is_the_event,
+    plain_kind,
     read_descriptions,
     without_giveaways,
 )
@@ -178,7 +179,8 @@ class ConnectedGenerator(Generator):
         """The bridge; its kind from its article's infobox when there is one, else NER's."""
         article = self.known_articles.get(entity_key(entity))
         clean = entity.model_copy(update={"text": surface_name(entity.text)})
-        kind = article.kind if article and article.kind else kind_of(entity)
+        kind = (plain_kind(article.kind) or article.kind) if article and article.kind \
+            else kind_of(entity)
         return Bridge(clean, entity_key(entity), names_of(entity), kind, article)
 
     async def _fill(self, pool: _EventPool, bridges: list[Bridge], draws: Draws) -> None:

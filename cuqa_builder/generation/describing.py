@@ -162,11 +162,19 @@ _PLAIN_KINDS = frozenset({
 })
 
 
+def plain_kind(kind: str | None) -> str | None:
+    """An infobox's kind as a plain word: as it is when plain, else its last word when that is
+    ("home rule city" -> "city"), else None."""
+    if kind is None or kind in _PLAIN_KINDS:
+        return kind
+    last = kind.split()[-1] if kind.split() else ""
+    return last if last in _PLAIN_KINDS else None
+
+
 def kind_word(entity: Entity, known: dict[str, KnownArticle]) -> str:
     """A plain word for what a named thing is: its infobox's kind when plain, else NER's."""
     article = known.get(entity_key(entity))
-    kind = article.kind if article is not None else None
-    return kind if kind in _PLAIN_KINDS else kind_of(entity)
+    return plain_kind(article.kind if article is not None else None) or kind_of(entity)
 
 
 # Whatever leads to a name in a description: its own kind ("the town of Lahaina"), a "the".

@@ -36,7 +36,7 @@ _PERSON_INFOBOX = re.compile(
     r"cardinal|bishop|saint|clergy|journalist|economist|astronaut|architect|athlete|boxer|"
     r"wrestler|model|comedian|chef|criminal|engineer|academic|judge|presenter|dancer|driver|"
     r"skier|swimmer|cricketer|sportsperson|skater|gymnast|jockey|military person|coach|"
-    r"football manager|youtuber|chess"
+    r"football manager|youtuber|chess|militant|leader"
 )
 _BRACKETED = re.compile(r"\s*\([^()]*\)")
 # Parameters that label or caption another one, or only set how the infobox looks.
@@ -94,7 +94,7 @@ def infobox_kind(template: Template | None) -> str | None:
         items = render(template.get("settlement_type").value.nodes, article=True).items()
         if items and (kind := _plain_kind(items[0].text)):
             return kind
-    kind = _INFOBOX.sub("", template_name(template))
+    kind = _INFOBOX.sub("", template_name(template)).removesuffix(" begin")  # "ship begin"
     if kind == "musical artist":
         background = _parameter_text(template, "background")
         return "band" if "group" in background or "band" in background else "person"
