@@ -195,10 +195,7 @@ def _known_articles(
     """--known-source wiki: every entity's article at the cutoff (looked up once, kept)."""
     store = open_article_store(ctx)
     entities = [entity for event in events for entity in event.entities]
-    with tqdm(total=len(entities), desc="articles", unit="entity",
-              disable=ctx.options.quiet or not entities) as bar:
-        counts = store.ensure(entities, progress=bar.update)
-    tally.articles = counts.line()
+    tally.articles = store.ensure_shown(entities, "articles", ctx.options.quiet).line()
     return _passages(store, entities)
 
 
