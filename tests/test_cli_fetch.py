@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from cuqa_builder.cli.build import main
 from cuqa_builder.jsonio import read_jsonl
 from cuqa_builder.records import Event
@@ -70,17 +72,18 @@ def test_an_invalid_cutoff_is_a_one_line_error_with_exit_code_2(tmp_path, capsys
     assert not wiki.requests
 
 
-def test_unknown_sources_fail_the_stage_with_one_clear_line(tmp_path, capsys):
-    with MediaWikiServer(WIKI) as wiki:
-        code = build(wiki, tmp_path, "--cutoff", "2023-04-29", "--until", "2023-05-01",
-                     "--sources", "year,blogs")
+def test_unknown_sources_are_a_usage_error_before_anything_runs(tmp_path, capsys):
+    """A malformed flag: argparse's usage and exit 2 (issue 32, item 4), not a failed stage."""
+    with MediaWikiServer(WIKI) as wiki, pytest.raises(SystemExit) as usage:
+        build(wiki, tmp_path / "run", "--cutoff", "2023-04-29", "--until", "2023-05-01",
+              "--sources", "year,blogs")
 
-    assert code == 1
-    assert capsys.readouterr().err == (
-        "cuqa-build: error: fetch failed: invalid --sources 'year,blogs': choose one or more of "
-        "year, portal\n"
+    assert usage.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "cuqa-build: error: argument --sources: unknown page kinds in 'year,blogs': choose one "
+        "or more of year, portal"
     )
-    assert not wiki.requests
+    assert not wiki.requests and not (tmp_path / "run").exists()
 
 
 def test_events_from_the_api_are_the_events_of_the_same_pages_read_offline(tmp_path, capsys):
