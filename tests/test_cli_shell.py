@@ -212,8 +212,8 @@ def test_a_failed_step_is_one_line_and_exit_1(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     failing = {
-        "cuqa-build": ["--out", str(tmp_path / "r"), "--cutoff", "2023-04", "--stage", "fetch",
-                       "--sources", "blogs"],
+        "cuqa-build": ["--out", str(tmp_path / "r"), "--cutoff", "2023-04", "--stage", "events",
+                       "--source", str(tmp_path)],  # a snapshot without pages
         "cuqa-eval": ["report", str(tmp_path / "nothing-here"), "--out", str(tmp_path / "r.md")],
         "cuqa-annotate": ["push", "--run", str(tmp_path), "--url", "http://127.0.0.1:9"],
         "cuqa-models": ["path", "smollm2-135m-instruct-q4_1"],

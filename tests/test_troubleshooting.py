@@ -693,6 +693,11 @@ ROWS: dict[str, Row] = {
         "question length bounds 9-2 are empty", 2,
         lambda tmp: cuqa_build("--out", tmp / "run", "--cutoff", "2023-04",
                                "--min-question-words", "9", "--max-question-words", "2")),
+    "fetch-with-source": Row(
+        "cuqa-build: error: fetch failed: fetch downloads pages from --wiki-api; with --source "
+        "DIR the pages are already on disk (run --stage events)", 2,
+        lambda tmp: cuqa_build("--out", tmp / "run", "--cutoff", "2023-04", "--source", SAMPLE,
+                               "--stage", "fetch")),
     "wiki-unreachable": Row(
         "cuqa-build: error: fetch failed: the wiki cannot be reached at ", 1,
         lambda tmp: cuqa_build("--out", tmp / "run", "--cutoff", "2023-04", "--until",

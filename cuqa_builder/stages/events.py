@@ -161,7 +161,7 @@ def iter_snapshot_events(
     wanted = set(kinds)
     total = sum(1 for _ in directory.glob("*.wiki")) if directory.is_dir() else None
     pages = tqdm(iter_snapshot(directory), total=total, unit="page", desc="parsing",
-                 disable=quiet)
+                 disable=quiet or not total)
     with logging_redirect_tqdm():  # warnings print above the progress bar, not through it
         for page in pages:
             yield from _parse_one(page, wanted, window, index_url, report)

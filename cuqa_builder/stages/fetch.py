@@ -19,6 +19,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from cuqa_builder.errors import UsageError
 from cuqa_builder.jsonio import JsonFileError, atomic_write_json, read_model
 from cuqa_builder.records import PageMeta
 from cuqa_builder.run import MANIFEST, Manifest, RunContext
@@ -70,7 +71,7 @@ def run(ctx: RunContext) -> str:
     options = ctx.options.source
     if options.source:
         # --source promises an offline run: never reach for the network behind the user's back.
-        raise ValueError("fetch downloads pages from --wiki-api; with --source DIR the pages "
+        raise UsageError("fetch downloads pages from --wiki-api; with --source DIR the pages "
                          "are already on disk (run --stage events)")
     wanted = _wanted(ctx)
     ctx.pages_dir.mkdir(parents=True, exist_ok=True)
