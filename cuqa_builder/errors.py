@@ -16,8 +16,9 @@ class CuqaError(Exception):
 
 
 class UsageError(CuqaError, ValueError):
-    """A flag or argument that cannot work (an impossible range, a missing required value).
-    Exit status 2, like argparse's own usage errors."""
+    """The command line is at fault: a flag or argument missing or malformed, flags refused
+    together, or a flag refused against what the run directory records (its cutoff, seed,
+    recipe). Exit status 2, like argparse's own usage errors; any other problem is 1."""
 
     exit_code = 2
 

@@ -312,6 +312,10 @@ class GenerationFailure(Record):
         default_factory=list, description="the item's calls up to the failure, the failed "
         "step's refused attempts included",
     )
+    unanswered: bool = Field(
+        False, description="the failure was a call the endpoint did not answer (a re-run asks "
+        "it again); else every call was answered and is in the cache",
+    )
 
 
 class CheckFailure(Record):

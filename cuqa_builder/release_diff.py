@@ -24,7 +24,7 @@ from cuqa_builder.dataset_card import (
     render_card,
     render_changelog,
 )
-from cuqa_builder.errors import CuqaError
+from cuqa_builder.errors import CuqaError, UsageError
 from cuqa_builder.jsonio import atomic_write_json, atomic_write_text, read_model
 from cuqa_builder.records import CuqaItem
 from cuqa_builder.refresh import ChangeCounts
@@ -130,10 +130,11 @@ def compare(
 
 def refuse_same_release(old_folder: Path, new_folder: Path) -> None:
     """A release compared with itself would have its real changelog, card section and recorded
-    changes replaced by "0 changes": refuse, however the two paths are spelled."""
+    changes replaced by "0 changes": refuse, however the two paths are spelled (the arguments
+    are at fault: a usage error)."""
     if old_folder.exists() and new_folder.exists() and old_folder.samefile(new_folder):
-        raise ReleaseDiffError(f"OLD and NEW are the same release ({new_folder.resolve()}): "
-                               "give the earlier release as OLD")
+        raise UsageError(f"OLD and NEW are the same release ({new_folder.resolve()}): "
+                         "give the earlier release as OLD")
 
 
 def diff_releases(old_folder: Path, new_folder: Path) -> ReleaseDiff:

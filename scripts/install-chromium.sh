@@ -3,7 +3,8 @@
 # which drives it headless over the DevTools protocol (Playwright, from the test extras, with
 # this system browser: Playwright's own browser download is never used). Idempotent and quiet:
 # an installed chromium that reports its version is reused at once. CI runs this through
-# scripts/test.sh as root; elsewhere, without root, it says what to do and the browser test skips.
+# scripts/test.sh as root; elsewhere, without root (or apt-get), it says so in one line and
+# exits 0: the browser test then skips, saying why (in CI, where it must run, that is exit 1).
 #
 #   CUQA_CHROMIUM  a browser to use instead (the test reads it too); default: chromium on PATH
 set -euo pipefail
@@ -20,9 +21,14 @@ if command -v chromium >/dev/null 2>&1 && version="$(chromium --version 2>/dev/n
   exit 0
 fi
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
-  echo "install-chromium.sh: chromium is missing; install Debian's chromium package" \
-       "(apt-get install chromium fonts-dejavu-core) or set CUQA_CHROMIUM" >&2
-  exit 1
+  how="as root: apt-get install chromium fonts-dejavu-core, or set CUQA_CHROMIUM to a Chromium"
+  if [ "${CI:-}" = "true" ]; then  # CI runs the browser test: a missing browser fails it
+    echo "install-chromium.sh: chromium is missing and this user cannot install it ($how)" >&2
+    exit 1
+  fi
+  echo "chromium: not installed, and installing it needs root and apt-get: the browser test" \
+       "will skip ($how)"
+  exit 0
 fi
 
 log="$(mktemp "${TMPDIR:-/tmp}/install-chromium.XXXXXX.log")"

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 from pathlib import Path
+
+import pytest
 
 from cuqa_builder.cli.build import main
 from cuqa_builder.jsonio import read_jsonl
@@ -67,17 +72,18 @@ def test_an_invalid_cutoff_is_a_one_line_error_with_exit_code_2(tmp_path, capsys
     assert not wiki.requests
 
 
-def test_unknown_sources_fail_the_stage_with_one_clear_line(tmp_path, capsys):
-    with MediaWikiServer(WIKI) as wiki:
-        code = build(wiki, tmp_path, "--cutoff", "2023-04-29", "--until", "2023-05-01",
-                     "--sources", "year,blogs")
+def test_unknown_sources_are_a_usage_error_before_anything_runs(tmp_path, capsys):
+    """A malformed flag: argparse's usage and exit 2 (issue 32, item 4), not a failed stage."""
+    with MediaWikiServer(WIKI) as wiki, pytest.raises(SystemExit) as usage:
+        build(wiki, tmp_path / "run", "--cutoff", "2023-04-29", "--until", "2023-05-01",
+              "--sources", "year,blogs")
 
-    assert code == 1
-    assert capsys.readouterr().err == (
-        "cuqa-build: error: fetch failed: invalid --sources 'year,blogs': choose one or more of "
-        "year, portal\n"
+    assert usage.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "cuqa-build: error: argument --sources: unknown page kinds in 'year,blogs': choose one "
+        "or more of year, portal"
     )
-    assert not wiki.requests
+    assert not wiki.requests and not (tmp_path / "run").exists()
 
 
 def test_events_from_the_api_are_the_events_of_the_same_pages_read_offline(tmp_path, capsys):
@@ -102,3 +108,28 @@ def test_events_from_the_api_are_the_events_of_the_same_pages_read_offline(tmp_p
         e.model_dump(exclude={"source": {"url"}}) for e in read
     ]
     assert fetched[0].source.url.startswith(wiki.api_url.removesuffix("api.php") + "index.php?")
+
+
+def test_a_wiki_that_cannot_be_reached_ends_the_fetch_in_seconds_with_one_line(tmp_path):
+    """Issue 32: without --source and offline, a new run used to spend 14 minutes failing the
+    window's 1,312 pages one warning at a time. Run as a user would (no --quiet, so the
+    progress bar and INFO logging are on), against a closed port."""
+    with MediaWikiServer(WIKI) as wiki:
+        closed = wiki.api_url
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "cuqa_builder.cli.build", "--cutoff", "2023-04",
+         "--until", "2025-12-31", "--out", str(tmp_path / "run"), "--wiki-api", closed],
+        capture_output=True, timeout=120,  # bytes: text mode would turn each \r into \n
+    )
+    stderr = done.stderr.decode()
+    assert time.monotonic() - started < 20
+    assert done.returncode == 1, stderr
+    # what a terminal shows: each line as its last carriage return left it
+    shown = [line.rsplit("\r", 1)[-1].strip() for line in stderr.split("\n")]
+    assert [line for line in shown if line] == [
+        f"cuqa-build: error: fetch failed: the wiki cannot be reached at {closed}: gave up after "
+        "3 attempts: connection failed (Connection refused); no page was fetched: check the "
+        "network and --wiki-api, or build from pages on disk with --source DIR (a snapshot "
+        "directory)"
+    ]

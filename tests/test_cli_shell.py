@@ -4,6 +4,7 @@ how to resume, and `-v` adds the traceback."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -19,7 +20,7 @@ from typing import Any
 import pytest
 import tomllib
 
-from cuqa_builder.cli import INTERRUPTED, annotate, build, evaluate, models
+from cuqa_builder.cli import INTERRUPTED, annotate, build, diff, evaluate, models
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
 from cuqa_builder.records import Candidate
 from cuqa_builder.run import RunContext
@@ -76,6 +77,54 @@ def test_a_bad_flag_is_a_usage_error(prog: str, capsys: pytest.CaptureFixture[st
     assert err.startswith(f"usage: {prog}") and "error: " in err.splitlines()[-1]
     assert err.splitlines()[-1].startswith(prog)
 
+
+# A flag of each command (and subcommand) shortened by its last letters, which argparse's
+# default would take as the flag (issue 32: `--cutof 2023-04` ran as `--cutoff`): the command
+# reporting it, and what it cannot read.
+ABBREVIATED = {
+    "cuqa-build": (build.main, ["--out", "run", "--cutof", "2023-04"], "--cutof 2023-04"),
+    "cuqa-build diff": (build.main, ["diff", "a", "b", "--verb"], "--verb"),
+    "cuqa-eval run": (evaluate.main, ["run", "--data", "d.jsonl", "--method", "direct",
+                                      "--out", "o", "--estim"], "--estim"),
+    "cuqa-eval index": (evaluate.main, ["index", "--out", "i", "--even", "e.jsonl"],
+                        "--even e.jsonl"),
+    "cuqa-annotate export": (annotate.main, ["export", "--run", "r", "--annot", "2"],
+                             "--annot 2"),
+    "cuqa-models pull": (models.main, ["pull", "smollm2-135m-instruct-q4_1", "--forc"],
+                         "--forc"),
+}
+
+
+@pytest.mark.parametrize("command", ABBREVIATED)
+def test_a_flag_is_taken_only_as_spelled_in_full(
+    command: str, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    main, argv, unrecognized = ABBREVIATED[command]
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    # a subcommand's unknown flag is reported by its command; `diff` has a parser of its own
+    prog = command if command == "cuqa-build diff" else command.split()[0]
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == f"{prog}: error: unrecognized arguments: {unrecognized}"
+    assert not list(tmp_path.iterdir())  # nothing ran
+
+
+def _parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                yield from _parsers(sub)
+
+
+@pytest.mark.parametrize("module", [build, diff, evaluate, annotate, models],
+                         ids=lambda module: module.__name__.rsplit(".", 1)[-1])
+def test_no_parser_takes_abbreviations(module: Any) -> None:
+    parsers = list(_parsers(module.build_parser()))
+    assert parsers and all(not parser.allow_abbrev for parser in parsers)
 
 def test_the_usage_line_names_diff(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
@@ -163,8 +212,8 @@ def test_a_failed_step_is_one_line_and_exit_1(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     failing = {
-        "cuqa-build": ["--out", str(tmp_path / "r"), "--cutoff", "2023-04", "--stage", "fetch",
-                       "--sources", "blogs"],
+        "cuqa-build": ["--out", str(tmp_path / "r"), "--cutoff", "2023-04", "--stage", "events",
+                       "--source", str(tmp_path)],  # a snapshot without pages
         "cuqa-eval": ["report", str(tmp_path / "nothing-here"), "--out", str(tmp_path / "r.md")],
         "cuqa-annotate": ["push", "--run", str(tmp_path), "--url", "http://127.0.0.1:9"],
         "cuqa-models": ["path", "smollm2-135m-instruct-q4_1"],

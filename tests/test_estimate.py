@@ -20,6 +20,7 @@ from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events
 from cuqa_builder.testing.openai_server import Reply, ScriptedLLM, last_user_message
 from cuqa_builder.testing.pool_llm import PoolResponder
 from tests.test_connected import SAMPLE
+from tests.test_troubleshooting import NamesTheBridge
 
 EVENTS = 100
 
@@ -42,6 +43,13 @@ def _totals(text: str) -> tuple[int, int, int]:
     assert row is not None, text
     calls, tokens_in, tokens_out = (int(g.replace(",", "")) for g in row.groups())
     return calls, tokens_in, tokens_out
+
+
+def _questions(folder: Path, count: int) -> Path:
+    data = folder / "q.jsonl"
+    data.write_text("".join(json.dumps({"question": f"Who led council {i}?", "answers": ["Ana"]})
+                            + "\n" for i in range(count)))
+    return data
 
 
 def _files(root: Path) -> dict[str, bytes]:
@@ -93,9 +101,7 @@ def test_a_pilot_run_calibrates_the_estimate_within_15_percent(
 def test_eval_estimate_dry_runs_the_method(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    data = tmp_path / "q.jsonl"
-    data.write_text("".join(json.dumps({"question": f"Who led council {i}?", "answers": ["Ana"]})
-                            + "\n" for i in range(6)))
+    data = _questions(tmp_path, 6)
     out = tmp_path / "eval"
     assert evaluate(["--data", str(data), "--method", "self-dc", "--out", str(out),
                      "--model", "gpt-4o-mini", "--judge-model", "gpt-4o-mini",
@@ -232,9 +238,7 @@ def test_the_embedded_model_s_time_comes_from_its_speed_on_this_machine(
     for prompt, output in ((300, 10), (70, 3), (900, 40), (250, 120), (600, 8)):
         measured.add(prompt, output, 0.01 * prompt + 0.4 * output)
     record_speed(model, measured)
-    data = tmp_path / "q.jsonl"
-    data.write_text("".join(json.dumps({"question": f"Who led council {i}?", "answers": ["Ana"]})
-                            + "\n" for i in range(6)))
+    data = _questions(tmp_path, 6)
     assert evaluate(["--data", str(data), "--method", "direct", "--out", str(tmp_path / "e"),
                      "--llm", f"local:{model}", "--concurrency", "1", "--estimate"]) == 0
     text = capsys.readouterr().out
@@ -243,3 +247,76 @@ def test_the_embedded_model_s_time_comes_from_its_speed_on_this_machine(
     shown = re.search(r"time: about (\d+) s live \(bound by concurrency 1\)", text)
     assert shown is not None
     assert int(shown[1]) == pytest.approx(0.01 * tokens_in + 0.4 * tokens_out, abs=1)
+
+
+def _connected(out: Path, llm: ScriptedLLM, *extra: str) -> int:
+    return build(["--cutoff", "2023-04", "--until", "2023-12-31", "--source", str(SAMPLE),
+                  "--out", str(out), "--limit", "8", "-q", "--base-url", llm.base_url,
+                  "--model", "scripted", *extra])
+
+
+def _cached_in(estimate: str) -> list[int]:
+    """Each model line's "all N calls are in the cache"."""
+    return [int(n.replace(",", "")) for n in
+            re.findall(r": 0 calls, 0 min: all ([\d,]+) calls are in the cache", estimate)]
+
+
+def test_on_a_finished_run_the_estimate_is_what_a_rerun_pays_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 32: a finished run's estimate planned the checker again ("about 8 min") and the
+    candidates of the failed events ("5 not generated yet"), where a re-run pays 0 calls. Its
+    events that failed (every description names its bridge: three of eight) and its checks are
+    answered from the cache: 0 calls, 0 min, and the cached calls the re-run reads."""
+    with ScriptedLLM(NamesTheBridge()) as llm:
+        assert _connected(tmp_path, llm) == 0
+        capsys.readouterr()
+        assert _connected(tmp_path, llm, "--estimate") == 0
+        estimate = capsys.readouterr().out
+        calls = llm.calls
+        assert _connected(tmp_path, llm) == 0
+        rerun = capsys.readouterr().out
+        assert llm.calls == calls  # the re-run paid nothing
+    assert "total" not in estimate and "round(s)" not in estimate
+    generate_hits = re.search(r"LLM scripted: 0 calls, (\d+) cache hits", rerun)
+    checker_hits = re.search(r"checker: .*; 0 calls, (\d+) from the cache", rerun)
+    assert generate_hits is not None and checker_hits is not None, rerun
+    assert _cached_in(estimate) == [int(generate_hits[1]), int(checker_hits[1])], estimate
+    assert "the 3 items that failed last time, every call answered, are made again from the " \
+        "cache and fail alike" in estimate
+
+
+def test_on_a_new_run_the_estimate_counts_what_the_run_asks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 32: on a new run the estimate said "0 calls ... 1 round(s)". From a snapshot it
+    finds the events as the events stage would (writing nothing) and plans their calls; without
+    pages it says what it cannot know."""
+    with ScriptedLLM(PoolResponder()) as llm:
+        assert _connected(tmp_path / "run", llm, "--estimate") == 0
+        estimate = capsys.readouterr().out
+        assert llm.calls == 0 and not (tmp_path / "run").exists()
+        assert _connected(tmp_path / "run", llm) == 0
+        paid = llm.calls
+        capsys.readouterr()
+        assert build(["--cutoff", "2023-04", "--out", str(tmp_path / "fetched"), "--model", "m",
+                      "--estimate"]) == 0
+        unfetched = capsys.readouterr().out
+    assert f"events: 33 in the window from {SAMPLE}" in estimate
+    assert paid > 0 and abs(_totals(estimate)[0] - paid) <= 0.15 * paid, (estimate, paid)
+    assert "generate and validate: the window's pages are not fetched yet" in unfetched
+    assert "calls" not in unfetched.split("not fetched yet", 1)[0] and "round(s)" not in unfetched
+
+
+def test_a_finished_evaluation_s_estimate_reads_the_cache(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = _questions(tmp_path, 4)
+    with ScriptedLLM(lambda body: Reply(text="Ana")) as llm:
+        args = ["--data", str(data), "--method", "direct", "--out", str(tmp_path / "e"),
+                "--model", "scripted", "--base-url", llm.base_url, "-q"]
+        assert evaluate(args) == 0
+        calls = llm.calls
+        capsys.readouterr()
+        assert evaluate([*args, "--estimate"]) == 0
+        assert _cached_in(capsys.readouterr().out) == [calls] == [4]

@@ -68,7 +68,7 @@ def test_sources_select_page_kinds_and_reject_unknown_ones():
     assert window_titles(Window.parse(CUTOFF, UNTIL), "year") == ["2023"]
     assert parse_sources(" portal , year,portal") == ("portal", "year")
     for bad in ("", "years", "year,news"):
-        with pytest.raises(ValueError, match="invalid --sources"):
+        with pytest.raises(ValueError, match="unknown page kinds in "):
             parse_sources(bad)
 
 

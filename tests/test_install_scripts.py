@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -89,3 +90,50 @@ def test_the_check_after_installing_reads_the_whole_report(tmp_path: Path) -> No
     done = _install(venv, python)
     assert done.returncode == 1
     assert f"does not report {VERSION}" in done.stderr
+
+
+def _without_chromium(tmp_path: Path, **env: str) -> dict[str, str]:
+    """An environment without chromium, root or apt-get: PATH holds only an `id` of user 1000."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "id").write_text("#!/bin/sh\necho 1000\n", encoding="utf-8")
+    (bin_dir / "id").chmod(0o755)
+    kept = {k: v for k, v in os.environ.items() if k not in ("CI", "CUQA_CHROMIUM")}
+    return {**kept, "PATH": str(bin_dir), **env}
+
+
+def _install_chromium(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    bash = shutil.which("bash")
+    assert bash is not None
+    return subprocess.run([bash, str(ROOT / "scripts" / "install-chromium.sh")],
+                          capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_without_root_a_missing_chromium_is_one_line_and_the_browser_test_skips(
+    tmp_path: Path,
+) -> None:
+    """Issue 32: the script said the browser test would skip, yet exited 1, and scripts/test.sh
+    (set -e) then ran no test at all."""
+    env = _without_chromium(tmp_path)
+    done = _install_chromium(env)
+    assert done.returncode == 0, done.stderr
+    assert not done.stderr and done.stdout.splitlines() == [
+        "chromium: not installed, and installing it needs root and apt-get: the browser test "
+        "will skip (as root: apt-get install chromium fonts-dejavu-core, or set CUQA_CHROMIUM "
+        "to a Chromium)"]
+    tested = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rs",
+         str(ROOT / "tests" / "test_review_browser.py")],
+        capture_output=True, text=True, env={**env, "COLUMNS": "400"}, timeout=300, cwd=ROOT,
+    )
+    assert tested.returncode == 0, tested.stdout
+    assert re.search(r"SKIPPED \[1\] .*chromium is not installed \(as root: "
+                     r"scripts/install-chromium\.sh, or apt-get install chromium", tested.stdout)
+
+
+def test_in_ci_a_missing_chromium_fails_the_install(tmp_path: Path) -> None:
+    """CI runs the browser test (it fails there without a browser): the install says so first."""
+    done = _install_chromium(_without_chromium(tmp_path, CI="true"))
+    assert done.returncode == 1
+    assert done.stderr.startswith("install-chromium.sh: chromium is missing and this user "
+                                  "cannot install it (as root: apt-get install chromium")

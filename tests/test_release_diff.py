@@ -150,7 +150,7 @@ def test_a_release_compared_with_itself_is_refused_before_anything_is_written(
     link.symlink_to(new, target_is_directory=True)
     for spelling in (new, new / ".." / new.name, link):
         capsys.readouterr()
-        assert main(["diff", str(spelling), str(new)]) == 1
+        assert main(["diff", str(spelling), str(new)]) == 2  # the arguments are at fault
         assert capsys.readouterr().err == (
             f"cuqa-build diff: error: OLD and NEW are the same release ({new.resolve()}): "
             "give the earlier release as OLD\n")

@@ -11,7 +11,7 @@ import secrets
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 from label_studio_sdk import LabelStudio
@@ -39,16 +39,29 @@ VERDICTS = ("accept", "reject", "unsure")
 SAVE_WAIT_S = 30.0
 
 
-@pytest.fixture
-def page() -> Iterator[Any]:
+def _unavailable(exc: BrowserUnavailable) -> NoReturn:
+    if os.environ.get("CI") == "true":  # CI installs it: a missing browser is a failure there
+        pytest.fail(str(exc))
+    pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Path:
+    """The browser, looked for before Label Studio starts (35 s): without one the test skips
+    (the tests ask for it first, as session fixtures start in the order they are asked for)."""
     try:
-        chromium_executable()
+        return chromium_executable()
+    except BrowserUnavailable as exc:
+        _unavailable(exc)
+
+
+@pytest.fixture
+def page(chromium: Path) -> Iterator[Any]:
+    try:
         with laptop_page() as opened:
             yield opened
-    except BrowserUnavailable as exc:
-        if os.environ.get("CI") == "true":  # CI installs it: a missing browser is a failure there
-            pytest.fail(str(exc))
-        pytest.skip(str(exc))
+    except BrowserUnavailable as exc:  # no Playwright
+        _unavailable(exc)
 
 
 def worst_case_candidate() -> Any:
@@ -96,7 +109,7 @@ def annotations_of(sdk: LabelStudio, project_id: int, wanted: int) -> list[dict[
 
 
 def test_an_annotator_reads_the_guidelines_then_decides_on_one_screen(
-    label_studio: LabelStudioServer, page: Any, tmp_path: Path, artifacts: Path,
+    chromium: Path, label_studio: LabelStudioServer, page: Any, tmp_path: Path, artifacts: Path,
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture,
 ) -> None:
     monkeypatch.setenv("LABEL_STUDIO_API_KEY", label_studio.token)

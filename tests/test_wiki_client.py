@@ -13,6 +13,7 @@ from cuqa_builder.wiki.client import (
     PROJECT_URL,
     MediaWikiClient,
     WikiError,
+    WikiUnreachable,
     parse_retry_after,
     user_agent,
 )
@@ -262,6 +263,27 @@ def test_an_unreachable_server_is_a_clear_error():
     with pytest.raises(WikiError, match=refused):
         client.query({"prop": "revisions", "titles": "2023"})
     assert client.requests_made == 2
+
+
+def test_a_wiki_never_reached_stops_the_fetch_after_three_quick_attempts():
+    """Issue 32: offline, each of a window's batches failed after 6 attempts and 31 s of
+    back-off, 14 minutes in all. A client no request of which was answered gives up at once."""
+    with MediaWikiServer({}) as wiki:
+        url = wiki.api_url
+    client = MediaWikiClient(url, min_interval_s=0, backoff_s=0.01)  # 5 retries once reached
+    with pytest.raises(WikiUnreachable, match=f"the wiki cannot be reached at {url}: gave up "
+                       r"after 3 attempts: connection failed \(Connection refused\)"):
+        list(client.fetch_titles(list(many_pages(120))))
+    assert client.requests_made == 3
+
+
+def test_a_wiki_that_answered_before_goes_on_batch_by_batch():
+    with MediaWikiServer(many_pages(60)) as wiki, make_client(wiki, max_retries=1) as client:
+        batches = client.fetch_titles(list(many_pages(60)))
+        assert len(next(batches).pages) == 50
+    second = next(batches)  # the server is gone: this batch fails, the fetch goes on
+    assert {problem.reason for problem in second.failed} == {
+        "gave up after 2 attempts: connection failed (Connection refused)"}
 
 
 def test_retry_after_accepts_seconds_and_http_dates():

@@ -39,7 +39,7 @@ from cuqa_builder.annotation.tasks import (
     select_candidates,
 )
 from cuqa_builder.cli.flags import add_wait_for_lock_flag, positive_int
-from cuqa_builder.cli.shell import add_verbosity_flags, run_command
+from cuqa_builder.cli.shell import CommandParser, add_verbosity_flags, run_command
 from cuqa_builder.errors import CuqaError
 from cuqa_builder.jsonio import JsonlError, atomic_write_json, read_jsonl, write_jsonl
 from cuqa_builder.records import Candidate, CuqaItem
@@ -82,7 +82,7 @@ class CommandError(CuqaError, RuntimeError):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog=PROG,
         description="Review CuQA candidates in Label Studio: push tasks, pull annotations.",
         epilog=EPILOG,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from cuqa_builder import __version__
 from cuqa_builder.cli.flags import add_flags, add_wait_for_lock_flag, options_from
-from cuqa_builder.cli.shell import add_verbosity_flags, run_command
+from cuqa_builder.cli.shell import CommandParser, add_verbosity_flags, run_command
 from cuqa_builder.cutoff_estimate import CutoffProbeResult, resolve_cutoff
 from cuqa_builder.errors import CuqaError, Paused, UsageError
 from cuqa_builder.llm.settings import LLMOptions
@@ -66,7 +66,7 @@ def _epilog() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog=PROG,
         description="Build CuQA compositional unknown questions from Wikipedia events dated "
         "after a model's knowledge cutoff.",

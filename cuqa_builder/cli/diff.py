@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cuqa_builder.cli.shell import add_verbosity_flags, run_command
+from cuqa_builder.cli.shell import CommandParser, add_verbosity_flags, run_command
 
 PROG = "cuqa-build diff"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog=PROG,
         description="Compare two CuQA releases by item id: added, removed and changed items "
         "(question, answer, review), by cutoff, event month, type and difficulty. Writes "

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from cuqa_builder import __version__
 from cuqa_builder.cli.flags import add_flags, add_wait_for_lock_flag, options_from, positive_int
-from cuqa_builder.cli.shell import add_verbosity_flags, run_command
+from cuqa_builder.cli.shell import CommandParser, add_verbosity_flags, run_command
 from cuqa_builder.cutoff_estimate import ESTIMATION_RULE, CutoffProbeOptions
 from cuqa_builder.errors import UsageError
 from cuqa_builder.evaluation.datasets import EvalItem, load_items
@@ -175,7 +175,7 @@ def _scoring_and_judge_arguments(parent: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog=PROG,
         description="Evaluate Self-DC and the baselines of the Self-DC paper on CuQA, FreshQA "
         "or any question/answers file.",

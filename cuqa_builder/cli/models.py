@@ -7,7 +7,7 @@ import logging
 import sys
 from pathlib import Path
 
-from cuqa_builder.cli.shell import add_verbosity_flags, run_command
+from cuqa_builder.cli.shell import CommandParser, add_verbosity_flags, run_command
 from cuqa_builder.llm.local import REGISTRY, ModelError, installed_path, models_dir, pull
 from cuqa_builder.llm.settings import DEFAULT_LOCAL_MODEL
 
@@ -15,7 +15,7 @@ log = logging.getLogger(__name__)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="cuqa-models",
         description="Manage the GGUF models the embedded llama.cpp backend runs "
         f"(`--llm local[:NAME]`). Cache directory: $CUQA_MODELS_DIR or {models_dir()}.",

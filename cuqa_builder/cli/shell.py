@@ -18,6 +18,7 @@ import logging
 import sys
 import traceback
 from collections.abc import Callable
+from typing import Any
 
 from cuqa_builder.cli import say_interrupted
 from cuqa_builder.errors import CuqaError, Paused
@@ -29,6 +30,17 @@ _CHATTY_LOGGERS = ("httpx", "httpx2", "bm25s")
 # thousands of items in flight, spaCy's pipeline): at Python's default (a full one after 10 of
 # generation 1) they took a quarter of a batch run's CPU; a tenth as many cost no more memory.
 _FULL_COLLECTION_AFTER = 100
+
+
+class CommandParser(argparse.ArgumentParser):
+    """Every command's parser (its subcommands' too: argparse makes them of the parser's
+    class): a flag is taken only as spelled in full. argparse's default takes any unique
+    abbreviation, so `--cutof 2023-04` passed as `--cutoff`, and a flag added later would
+    change what an old abbreviation means."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
 
 def add_verbosity_flags(parser: argparse.ArgumentParser) -> None:

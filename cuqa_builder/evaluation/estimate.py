@@ -5,7 +5,9 @@ The solver runs for real against a stand-in gateway that plans each call (its re
 its max_tokens) and answers with stand-in text: a short answer that ends a method's loop at once
 ("So the answer is unknown."), "No" to the judge. So the plan follows each method's shortest
 path; methods that iterate or decompose can make more calls (up to their depth). Retrieval is
-stood in too (`--top-k` passages of an event's length), so no index is built or read.
+stood in too (`--top-k` passages of an event's length), so no index is built or read. A call the
+run's cache holds is answered from it and costs nothing (a finished run asks nothing again);
+prompts that hold retrieved passages are not the run's, so those calls are planned anew.
 """
 
 from __future__ import annotations
@@ -17,11 +19,17 @@ from cuqa_builder.evaluation.datasets import load_items
 from cuqa_builder.evaluation.gap import sub_question_items
 from cuqa_builder.evaluation.sweep import option_field
 from cuqa_builder.judge import DEFAULT_JUDGE_PROMPT, judge
-from cuqa_builder.llm.cache import canonical_request, request_key
-from cuqa_builder.llm.estimate import CallPlan, calibration, describe
+from cuqa_builder.llm.estimate import (
+    CallPlan,
+    PlanningGateway,
+    StandIn,
+    cache_to_read,
+    calibration,
+    describe,
+)
 from cuqa_builder.llm.prices import PriceTable
 from cuqa_builder.llm.settings import LOCAL_SLOTS_MAX, LLMSettings
-from cuqa_builder.llm.types import ChatRequest, ChatResult, TokenLogprob
+from cuqa_builder.llm.types import ChatRequest
 from cuqa_builder.retrieval.types import Passage
 from cuqa_builder.solvers import NO_RETRIEVAL, get_solver
 from cuqa_builder.solvers.base import SolverOptions, SolverRun
@@ -46,29 +54,12 @@ class EvalCommand:
     sweep: tuple[str, tuple[float | int, ...]] | None = None  # (param, values)
 
 
-class PlanningGateway:
-    """Plans each call in `plan` and answers with stand-in text; calls nothing. A request
-    planned before (`seen`: by cache key) is planned once, as the cache would answer it."""
-
-    def __init__(self, plan: CallPlan, seen: set[str]) -> None:
-        self.plan = plan
-        self.model = plan.model
-        self._seen = seen
-
-    async def chat(self, request: ChatRequest) -> ChatResult:
-        chars = sum(len(m.get("content") or "") for m in request.messages)
-        template = request.template or "chat"
-        key = request_key(canonical_request(self.model, request))
-        if key in self._seen:
-            out = 0.0
-        else:
-            self._seen.add(key)
-            out = self.plan.add(template, chars, request.max_tokens or 256, ANSWER_TOKENS)
-        text = "No" if template.startswith("judge") else STAND_IN_ANSWER
-        logprobs = [TokenLogprob(token=t, logprob=-0.1) for t in text.split()] \
-            if request.logprobs else None
-        return ChatResult(text=text, model=self.model, logprobs=logprobs,
-                          completion_tokens=round(out))
+def stand_in(request: ChatRequest) -> StandIn:
+    """A model that answers at once: a short answer that ends a method's loop, "No" to the
+    judge."""
+    template = request.template or "chat"
+    return StandIn(template, ANSWER_TOKENS,
+                   "No" if template.startswith("judge") else STAND_IN_ANSWER)
 
 
 class StandInRetriever:
@@ -94,14 +85,16 @@ async def plan_evaluation(
         composed = [item for item in items if item.sub_questions]
         items = [*composed, *sub_question_items(composed)]
     seen: set[str] = set()
-    for run_options in _option_grid(asked, options):
-        for item in items:
-            run = SolverRun(PlanningGateway(plan, seen), retriever, run_options)
-            answer = (await solver(item.question, run)).strip()
-            plan.rounds = max(plan.rounds, run.llm_calls)
-            if judge_plan is not None:
-                await judge(PlanningGateway(judge_plan, seen), item.question, answer or "x",
-                            item.answers, asked.judge_prompt)
+    with cache_to_read(settings) as cache:
+        for run_options in _option_grid(asked, options):
+            for item in items:
+                gateway = PlanningGateway(plan, stand_in, cache, seen, settings.api)
+                run = SolverRun(gateway, retriever, run_options)
+                answer = (await solver(item.question, run)).strip()
+                plan.rounds = max(plan.rounds, run.llm_calls)
+                if judge_plan is not None:
+                    await judge(PlanningGateway(judge_plan, stand_in, cache, seen),
+                                item.question, answer or "x", item.answers, asked.judge_prompt)
     plan.notes.append(f"{len(items)} items; each method's shortest path (a model that answers "
                       "at once): iterating or decomposing methods can call more")
     if judge_plan is not None and judge_plan is not plan:

@@ -96,9 +96,10 @@ async def evaluate(evaluation: Evaluation, items: Sequence[EvalItem], out: Path)
                 failed += 1
                 log.warning("%s: gave up on this item: %s", item.id, exc)
                 return
+            finally:
+                bar.update()  # a lost item is done with too: the bar ends at 100 %
         appender.append(prediction)  # the event loop is single-threaded: no interleaving
         done[item.id] = prediction
-        bar.update()
 
     try:
         with JsonlAppender(out / PREDICTIONS) as appender:

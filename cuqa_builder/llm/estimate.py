@@ -22,17 +22,30 @@ stood in by text of the expected length. Then, offline:
   for the step before it: the number of rounds, each within the provider's 24 h window.
 
 So a small pilot run (`--limit 20`) before `--estimate` makes the figures the model's own.
+
+A call the run's cache already answers costs nothing and takes no time: a stage that knows its
+exact request (`PlanningGateway`) counts it apart (`CallPlan.cached`), so an estimate of a
+finished run says 0 calls, and why.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from cuqa_builder.llm.cache import CallCache, CallSample
+from cuqa_builder.llm.cache import CallCache, CallSample, canonical_request, request_key
 from cuqa_builder.llm.local import machine_speed
 from cuqa_builder.llm.prices import PriceTable
 from cuqa_builder.llm.settings import LLMSettings
-from cuqa_builder.llm.types import GatewayStats, Speed, SpeedSums
+from cuqa_builder.llm.types import (
+    ChatRequest,
+    ChatResult,
+    GatewayStats,
+    Speed,
+    SpeedSums,
+    TokenLogprob,
+)
 
 CHARS_PER_TOKEN = 4.0
 MESSAGE_OVERHEAD_TOKENS = 7
@@ -138,6 +151,7 @@ class CallPlan:
     rounds: int = 0  # dependent steps: batch rounds
     notes: list[str] = field(default_factory=list)
     items: int = 0  # what the plan makes, for the stages after it (generation: candidates)
+    cached: int = 0  # calls the run's cache answers: no cost, no time (not in `steps`)
 
     def add(self, step: str, prompt_chars: int, max_tokens: int, expected_out: float,
             template: str | None = None, times: float = 1.0) -> float:
@@ -162,6 +176,76 @@ class CallPlan:
     @property
     def tokens_out(self) -> int:
         return round(sum(s.tokens_out for s in self.steps.values()))
+
+
+def reads_a_cache(settings: LLMSettings) -> bool:
+    """Whether a run would find answers in a call cache: not without a cache file yet, with
+    --no-cache, or with --refresh (every call anew)."""
+    path = settings.cache_path
+    return path is not None and not settings.refresh and path.exists()
+
+
+@contextmanager
+def cache_to_read(settings: LLMSettings) -> Iterator[CallCache | None]:
+    """The call cache a run would read, opened read-only (an estimate writes nothing); None
+    when it would read none (`reads_a_cache`)."""
+    if not reads_a_cache(settings):
+        yield None
+        return
+    assert settings.cache_path is not None
+    cache = CallCache(settings.cache_path, read_only=True)
+    try:
+        yield cache
+    finally:
+        cache.close()
+
+
+@dataclass(frozen=True)
+class StandIn:
+    """What a call the cache cannot answer is planned as (its step, its expected output
+    tokens), and the text it is answered with."""
+
+    step: str
+    out_tokens: float
+    text: str
+
+
+class PlanningGateway:
+    """Plans each call in `plan` instead of making it: calls nothing, writes nothing. A request
+    the call cache holds is counted in `plan.cached` and answered as the cache answers it, so
+    the calls after it are the ones a re-run makes; any other is planned and answered by
+    `stand_in`. A request planned before (`seen`, by cache key) is planned once, as the cache
+    would answer it then."""
+
+    def __init__(self, plan: CallPlan, stand_in: Callable[[ChatRequest], StandIn],
+                 cache: CallCache | None = None, seen: set[str] | None = None,
+                 api: str = "chat") -> None:
+        self.plan = plan
+        self.model = plan.model
+        self._stand_in = stand_in
+        self._cache = cache
+        self._seen = set() if seen is None else seen
+        self._api = api
+        self.planned = 0  # the calls it answered with stand-in text (none from the cache)
+
+    async def chat(self, request: ChatRequest) -> ChatResult:
+        key = request_key(canonical_request(self.model, request, self._api))
+        hit = self._cache.get(key) if self._cache is not None else None
+        if hit is not None:
+            self.plan.cached += 1
+            return ChatResult.from_body(hit.response, self.model, latency_s=0.0, cached=True)
+        planned = self._stand_in(request)
+        self.planned += 1
+        out = 0.0
+        if key not in self._seen:
+            self._seen.add(key)
+            chars = sum(len(m.get("content") or "") for m in request.messages)
+            out = self.plan.add(planned.step, chars, request.max_tokens or 256,
+                                planned.out_tokens, template=request.template)
+        logprobs = [TokenLogprob(token=t, logprob=-0.1) for t in planned.text.split()] \
+            if request.logprobs else None
+        return ChatResult(text=planned.text, model=self.model, logprobs=logprobs,
+                          completion_tokens=round(out))
 
 
 def _calls_seconds(plan: CallPlan, settings: LLMSettings) -> float:
@@ -194,7 +278,13 @@ def _duration(seconds: float) -> str:
 
 
 def describe(plan: CallPlan, settings: LLMSettings, prices: PriceTable, concurrency: int) -> str:
-    """The estimate for one model, as a table and three lines."""
+    """The estimate for one model, as a table and three lines; one line when it asks
+    nothing."""
+    if not plan.calls:
+        why = (f"all {plan.cached:,} calls are in the cache (a re-run reads them there)"
+               if plan.cached else "nothing to ask")
+        return "\n".join([f"model {plan.model}: 0 calls, 0 min: {why}",
+                          *(f"  note: {note}" for note in plan.notes)])
     calibration = plan.calibration
     source = (f"calibrated on {calibration.samples} cached calls: "
               f"{calibration.chars_per_token:.2f} characters per token"
@@ -231,6 +321,8 @@ def describe(plan: CallPlan, settings: LLMSettings, prices: PriceTable, concurre
     seconds, bound = live_seconds(plan, settings, concurrency)
     lines.append(f"  time: about {_duration(seconds)} live (bound by {bound}); in batch mode "
                  f"{plan.rounds} round(s), each answered within the provider's 24 h window")
+    if plan.cached:
+        lines.append(f"  cache: {plan.cached:,} more calls are in the cache (no cost, no time)")
     lines += [f"  note: {note}" for note in plan.notes]
     return "\n".join(lines)
 

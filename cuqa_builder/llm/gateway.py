@@ -53,7 +53,6 @@ from cuqa_builder.llm.types import (
     GatewayStats,
     LLMError,
     SpeedSums,
-    TokenLogprob,
 )
 from cuqa_builder.prompts import PromptTemplate
 
@@ -156,7 +155,7 @@ class Gateway:
                 self._cache.count_hit(key)
                 self._stats.cache_hits += 1
                 # A hit costs nothing and takes no model time; the answer and its usage are kept.
-                return _result(hit.response, self.model, latency_s=0.0, cached=True)
+                return ChatResult.from_body(hit.response, self.model, latency_s=0.0, cached=True)
         pending = self._pending.get(key)
         if pending is not None:
             result = await asyncio.shield(pending)
@@ -190,7 +189,7 @@ class Gateway:
             # An endpoint echoed our key in its answer: the caller gets what the cache keeps,
             # so the key reaches no output file and a replay reads the very same answer.
             body = json.loads(stored)
-        result = _result(body, self.model, latency_s=latency, cached=False)
+        result = ChatResult.from_body(body, self.model, latency_s=latency, cached=False)
         result.cost = self._prices.cost(self.model, result.prompt_tokens, result.completion_tokens)
         self._count(result)
         self.speed.add(result.prompt_tokens, result.completion_tokens, latency)
@@ -220,7 +219,7 @@ class Gateway:
         stored = self._without_key(raw)
         if stored != raw:
             body = json.loads(stored)  # the caller gets what the cache keeps (see above)
-        result = _result(body, self.model, latency_s=0.0, cached=False)
+        result = ChatResult.from_body(body, self.model, latency_s=0.0, cached=False)
         result.cost = self._prices.cost(
             self.model, result.prompt_tokens, result.completion_tokens,
             batch=self._settings.batch_mode == "api",
@@ -457,53 +456,6 @@ def _check_shape(body: Any) -> None:
             raise TypeError("the first choice has no message")
     elif not isinstance(choice["text"], str):
         raise TypeError("the first choice has no text")
-
-
-def _choice_text(choice: dict[str, Any]) -> str:
-    if "message" in choice:
-        return choice["message"].get("content") or ""
-    return choice.get("text") or ""
-
-
-def _result(body: dict[str, Any], model: str, *, latency_s: float, cached: bool) -> ChatResult:
-    choice = body["choices"][0]
-    usage = body.get("usage") or {}
-    return ChatResult(
-        text=_choice_text(choice),
-        model=model,
-        finish_reason=choice.get("finish_reason"),
-        logprobs=_logprobs(choice.get("logprobs")),
-        prompt_tokens=usage.get("prompt_tokens") or 0,
-        completion_tokens=usage.get("completion_tokens") or 0,
-        latency_s=latency_s,
-        cached=cached,
-    )
-
-
-def _logprobs(data: dict[str, Any] | None) -> list[TokenLogprob] | None:
-    if data and "token_logprobs" in data:
-        return _legacy_logprobs(data)
-    if not data or data.get("content") is None:
-        return None
-    return [
-        TokenLogprob(
-            token=item["token"],
-            logprob=item["logprob"],
-            top=[(alt["token"], alt["logprob"]) for alt in item.get("top_logprobs") or []],
-        )
-        for item in data["content"]
-    ]
-
-
-def _legacy_logprobs(data: dict[str, Any]) -> list[TokenLogprob]:
-    """The completions endpoint's own shape: parallel lists of tokens, their logprobs and
-    {token: logprob} alternatives (a null logprob, as for an echoed first token, is skipped)."""
-    tops = data.get("top_logprobs") or [None] * len(data["tokens"])
-    return [
-        TokenLogprob(token=token, logprob=logprob, top=list((top or {}).items()))
-        for token, logprob, top in zip(data["tokens"], data["token_logprobs"], tops, strict=True)
-        if logprob is not None
-    ]
 
 
 def _retry_after_s(headers: Mapping[str, str]) -> float | None:

@@ -170,7 +170,8 @@ class LLMOptions(BaseModel):
     )
     estimate: bool = Field(
         False, description="print the calls, tokens, cost (live and batch prices) and time "
-        "the command would need, then stop: nothing is called or written",
+        "the command would need, then stop: nothing is called or written (calls its call "
+        "cache answers cost nothing, and are counted apart)",
     )
 
     @model_validator(mode="after")

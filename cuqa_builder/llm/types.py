@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, Field
 
 from cuqa_builder.errors import CuqaError
@@ -38,6 +40,56 @@ class ChatResult(BaseModel):
     cost: float = 0.0
     latency_s: float = 0.0
     cached: bool = False
+
+    @classmethod
+    def from_body(cls, body: dict[str, Any], model: str, *, latency_s: float,
+                  cached: bool) -> ChatResult:
+        """The result an endpoint's JSON answer (chat or completions) stands for, as the call
+        cache keeps it."""
+        choice = body["choices"][0]
+        usage = body.get("usage") or {}
+        return cls(
+            text=_choice_text(choice),
+            model=model,
+            finish_reason=choice.get("finish_reason"),
+            logprobs=_logprobs(choice.get("logprobs")),
+            prompt_tokens=usage.get("prompt_tokens") or 0,
+            completion_tokens=usage.get("completion_tokens") or 0,
+            latency_s=latency_s,
+            cached=cached,
+        )
+
+
+def _choice_text(choice: dict[str, Any]) -> str:
+    if "message" in choice:
+        return choice["message"].get("content") or ""
+    return choice.get("text") or ""
+
+
+def _logprobs(data: dict[str, Any] | None) -> list[TokenLogprob] | None:
+    if data and "token_logprobs" in data:
+        return _legacy_logprobs(data)
+    if not data or data.get("content") is None:
+        return None
+    return [
+        TokenLogprob(
+            token=item["token"],
+            logprob=item["logprob"],
+            top=[(alt["token"], alt["logprob"]) for alt in item.get("top_logprobs") or []],
+        )
+        for item in data["content"]
+    ]
+
+
+def _legacy_logprobs(data: dict[str, Any]) -> list[TokenLogprob]:
+    """The completions endpoint's own shape: parallel lists of tokens, their logprobs and
+    {token: logprob} alternatives (a null logprob, as for an echoed first token, is skipped)."""
+    tops = data.get("top_logprobs") or [None] * len(data["tokens"])
+    return [
+        TokenLogprob(token=token, logprob=logprob, top=list((top or {}).items()))
+        for token, logprob, top in zip(data["tokens"], data["token_logprobs"], tops, strict=True)
+        if logprob is not None
+    ]
 
 
 class GatewayStats(BaseModel):

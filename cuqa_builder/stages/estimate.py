@@ -12,9 +12,17 @@ from cuqa_builder.jsonio import count_records
 from cuqa_builder.llm.estimate import CallPlan, describe
 from cuqa_builder.llm.prices import PriceTable
 from cuqa_builder.llm.settings import LOCAL_SLOTS_MAX, resolve_settings
+from cuqa_builder.records import Event
 from cuqa_builder.run import ARTICLES, EVENTS, LLM_CACHE, RunContext
 from cuqa_builder.snapshot import articles_dir
 from cuqa_builder.stages import generate, validate
+from cuqa_builder.stages.events import (
+    EventCounts,
+    ParseReport,
+    by_day,
+    extract_events,
+    pages_source,
+)
 from cuqa_builder.stages.registry import Stage
 
 
@@ -34,6 +42,18 @@ def _article_requests(ctx: RunContext, names: set[str]) -> str | None:
             f"entity found by search; {known} looked up already (asked again: none)")
 
 
+def _events_in_memory(ctx: RunContext, lines: list[str]) -> list[Event] | None:
+    """A new run's events, extracted as the events stage would (parsed, entities found, nothing
+    written) when its pages are on disk (--source DIR, or fetched); None when they are not."""
+    source = pages_source(ctx)
+    if not any(source.glob("*.wiki")):
+        return None
+    events = by_day(extract_events(ctx, ParseReport(), EventCounts()))
+    lines.append(f"  events: {len(events)} in the window from {source} (extracted to plan "
+                 "generation; the events stage writes them)")
+    return events
+
+
 def estimate_build(ctx: RunContext, stages: Sequence[Stage]) -> str:
     settings = resolve_settings(ctx.options.llm, default_cache=ctx.path(LLM_CACHE))
     names = {stage.name for stage in stages}
@@ -42,14 +62,18 @@ def estimate_build(ctx: RunContext, stages: Sequence[Stage]) -> str:
     plans: list[CallPlan] = []
     planned = 0
     if "generate" in names:
-        if ctx.path(EVENTS).exists():
+        events = None if ctx.path(EVENTS).exists() else _events_in_memory(ctx, lines)
+        if ctx.path(EVENTS).exists() or events is not None:
             model = settings.model or settings.local or "(no --model given)"
-            plan = generate.estimate(ctx, settings, model)
+            plan = generate.estimate(ctx, settings, model, events)
             planned = plan.items
             plans.append(plan)
-        else:
-            lines.append("  generate: no events.jsonl yet; run the events stage (it calls no "
-                         "model) and estimate again to count generation's calls")
+        else:  # its candidates, and so validate's calls, are unknown too
+            names.discard("validate")
+            lines.append(f"  generate and validate: the window's pages are not fetched yet "
+                         f"({pages_source(ctx)}), so their events are unknown, and the calls "
+                         "made for them: run --stage events (it fetches and parses, calling no "
+                         "model), then estimate again")
     if "validate" in names:
         plans += validate.estimate(ctx, planned)
     if articles := _article_requests(ctx, names):

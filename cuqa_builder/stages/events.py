@@ -161,7 +161,7 @@ def iter_snapshot_events(
     wanted = set(kinds)
     total = sum(1 for _ in directory.glob("*.wiki")) if directory.is_dir() else None
     pages = tqdm(iter_snapshot(directory), total=total, unit="page", desc="parsing",
-                 disable=quiet)
+                 disable=quiet or not total)
     with logging_redirect_tqdm():  # warnings print above the progress bar, not through it
         for page in pages:
             yield from _parse_one(page, wanted, window, index_url, report)
@@ -245,22 +245,36 @@ def with_entities(
         return list(extractor.annotate(chain([first], stream), processes, progress=bar.update))
 
 
-def run(ctx: RunContext) -> str:
+def pages_source(ctx: RunContext) -> Path:
+    """Where the stage reads its pages: --source DIR, else the run's fetched pages."""
+    return ctx.options.source.source or ctx.pages_dir
+
+
+def extract_events(ctx: RunContext, report: ParseReport, counts: EventCounts) -> list[Event]:
+    """The window's events of the pages, entities filled, in page order: what the stage writes
+    (`by_day`) before an earlier events.jsonl's ids are carried over. What happened to each
+    page goes to `report`, to the events `counts`."""
     options = ctx.options.source
-    source = options.source or ctx.pages_dir
-    report, counts = ParseReport(), EventCounts()
     parsed = iter_snapshot_events(
-        source, parse_sources(options.sources), report, ctx.window,
+        pages_source(ctx), parse_sources(options.sources), report, ctx.window,
         index_url_for(options.wiki_api), ctx.options.quiet,
     )
     selected = select_events(parsed, ctx.window, report, counts)
-    # NER does not look at ids, so they are carried over once all events are in.
-    annotated = with_entities(selected, options.spacy_model, default_processes(),
-                              ctx.options.quiet)
-    previous = _previous_events(ctx)
-    kept = carry_ids(previous, annotated)
+    return with_entities(selected, options.spacy_model, default_processes(), ctx.options.quiet)
+
+
+def by_day(events: list[Event]) -> list[Event]:
     # A stable sort after page-order parsing keeps each page's own order within a day.
-    kept.sort(key=lambda event: (event.date, event.source.title))
+    return sorted(events, key=lambda event: (event.date, event.source.title))
+
+
+def run(ctx: RunContext) -> str:
+    options = ctx.options.source
+    source = pages_source(ctx)
+    report, counts = ParseReport(), EventCounts()
+    # NER does not look at ids, so they are carried over once all events are in.
+    previous = _previous_events(ctx)
+    kept = by_day(carry_ids(previous, extract_events(ctx, report, counts)))
     if not kept:
         raise NothingProducedError(_why_no_events(source, report, counts.outside))
     summary = summarize(ctx, report, kept, counts)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from cuqa_builder.errors import UsageError
 from cuqa_builder.jsonio import JsonFileError, atomic_write_json, read_model
 from cuqa_builder.records import PageMeta
 from cuqa_builder.run import MANIFEST, Manifest, RunContext
@@ -30,7 +31,7 @@ from cuqa_builder.snapshot import (
     write_meta,
     write_page,
 )
-from cuqa_builder.wiki.client import BatchResult, MediaWikiClient
+from cuqa_builder.wiki.client import BatchResult, MediaWikiClient, WikiUnreachable
 from cuqa_builder.wiki.portal import portal_day
 from cuqa_builder.wiki.titles import window_titles
 from cuqa_builder.wiki.wikitext import ParseError
@@ -70,17 +71,36 @@ def run(ctx: RunContext) -> str:
     options = ctx.options.source
     if options.source:
         # --source promises an offline run: never reach for the network behind the user's back.
-        raise ValueError("fetch downloads pages from --wiki-api; with --source DIR the pages "
+        raise UsageError("fetch downloads pages from --wiki-api; with --source DIR the pages "
                          "are already on disk (run --stage events)")
     wanted = _wanted(ctx)
     ctx.pages_dir.mkdir(parents=True, exist_ok=True)
-    on_disk = _pages_on_disk(ctx.pages_dir, wanted)
-    last_fetch = _last_fetch(ctx)
-    todo = [title for title in wanted if title not in on_disk]
     counts = FetchCounts()
     client = MediaWikiClient(
         options.wiki_api, contact=options.contact, min_interval_s=options.wiki_interval
     )
+    try:
+        requests_made = _fetch_window(ctx, client, wanted, counts)
+    except WikiUnreachable as exc:  # one line, not a warning for each of the window's pages
+        raise WikiUnreachable(f"{exc.reason}; no page was fetched: check the network and "
+                              "--wiki-api, or build from pages on disk with --source DIR "
+                              "(a snapshot directory)") from exc
+    return (
+        f"fetch: {len(wanted)} pages: {counts.fetched} fetched, {counts.present} already present, "
+        f"{counts.missing} missing, {counts.failed} failed{counts.describe_rechecks()}; "
+        f"{requests_made} API requests -> {ctx.pages_dir}"
+    )
+
+
+def _fetch_window(
+    ctx: RunContext, client: MediaWikiClient, wanted: dict[str, int | None], counts: FetchCounts
+) -> int:
+    """Re-check the stored pages that may have changed, fetch the others; returns the number
+    of API requests made."""
+    options = ctx.options.source
+    on_disk = _pages_on_disk(ctx.pages_dir, wanted)
+    last_fetch = _last_fetch(ctx)
+    todo = [title for title in wanted if title not in on_disk]
     with client:
         if not options.revisions:  # exact revisions never change: nothing to re-check
             unsettled = [meta for title, meta in on_disk.items()
@@ -94,12 +114,7 @@ def run(ctx: RunContext) -> str:
         _save_manifest(ctx, manifest, wanted)
         if todo:
             _fetch(ctx, client, wanted, todo, manifest, counts)
-        requests_made = client.requests_made
-    return (
-        f"fetch: {len(wanted)} pages: {counts.fetched} fetched, {counts.present} already present, "
-        f"{counts.missing} missing, {counts.failed} failed{counts.describe_rechecks()}; "
-        f"{requests_made} API requests -> {ctx.pages_dir}"
-    )
+        return client.requests_made
 
 
 def _fetch(
@@ -113,11 +128,15 @@ def _fetch(
             if ctx.options.source.revisions
             else client.fetch_titles(todo)
         )
-        for batch in batches:
-            _store(ctx, batch, manifest)
-            _save_manifest(ctx, manifest, wanted)
-            counts.add(batch)
-            bar.update(len(batch.requested))
+        try:
+            for batch in batches:
+                _store(ctx, batch, manifest)
+                _save_manifest(ctx, manifest, wanted)
+                counts.add(batch)
+                bar.update(len(batch.requested))
+        except WikiUnreachable:
+            bar.leave = False  # a bar at 0 % says nothing the error does not
+            raise
 
 
 def page_date(title: str) -> date | None:

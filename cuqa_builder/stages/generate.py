@@ -49,7 +49,7 @@ from cuqa_builder.jsonio import (
     write_jsonl,
 )
 from cuqa_builder.llm.batch import describe_batches, files_read
-from cuqa_builder.llm.estimate import CallPlan, calibration
+from cuqa_builder.llm.estimate import CallPlan, calibration, reads_a_cache
 from cuqa_builder.llm.gateway import Gateway, open_gateway
 from cuqa_builder.llm.settings import LLMSettings, resolve_settings
 from cuqa_builder.llm.types import BatchCallFailed, GatewayStats, LLMError
@@ -68,6 +68,7 @@ from cuqa_builder.run import (
     NothingProducedError,
     RunContext,
     Unfinished,
+    load_run_info,
     save_run_info,
 )
 from cuqa_builder.stages.endpoints import open_checker
@@ -86,12 +87,10 @@ def _known_articles(
     """--known-source wiki: every entity's article at the cutoff (looked up once, kept)."""
     store = open_article_store(ctx)
     entities = [entity for event in events for entity in event.entities]
-    with tqdm(total=len(entities), desc="articles", unit="entity",
-              disable=ctx.options.quiet or not entities) as bar:
-        counts = store.ensure(entities, progress=bar.update)
-    known = _passages(store, entities)
-    tally.articles = "; ".join([counts.line(), *store.wikitext_lines()])
-    return known
+    tally.articles = "; ".join([
+        store.ensure_shown(entities, "articles", ctx.options.quiet).line(),
+        *store.wikitext_lines()])
+    return _passages(store, entities)
 
 
 def _with_a_known_bridge(
@@ -141,12 +140,17 @@ class _EventHead(BaseModel):
     entities: list[_Named]
 
 
-def _usable_lines(ctx: RunContext, tally: Tally) -> Iterator[tuple[int, _EventHead]]:
-    """The first --limit events of the file (with their line numbers), minus those Algorithm 1
-    cannot use, read one at a time; `tally` counts them."""
+def _usable_lines(
+    ctx: RunContext, tally: Tally, events: list[Event] | None = None
+) -> Iterator[tuple[int, _EventHead | Event]]:
+    """The first --limit events of the file (with their line numbers), or of `events` (with
+    their indexes), minus those Algorithm 1 cannot use, read one at a time; `tally` counts
+    them."""
     limit = ctx.options.generate.limit
     seen: set[str] = set()
-    for number, (line, event) in enumerate(numbered_jsonl(ctx.path(EVENTS), _EventHead)):
+    numbered = (enumerate(events) if events is not None
+                else numbered_jsonl(ctx.path(EVENTS), _EventHead))
+    for number, (line, event) in enumerate(numbered):
         if limit is not None and number >= limit:
             return
         tally.selected += 1
@@ -203,9 +207,11 @@ class _Writer:
         self.tally.count_made(made)
 
     def failed(self, job: _Job, error: GenerationError) -> None:
+        unanswered = _caused_by(error, LLMError)
         self.failures.append(GenerationFailure(
             candidate_id=job.candidate_id, event_id=job.event_id, sub_items=list(job.sub_items),
             step=error.step, reason=error.reason, branch=error.branch, calls=error.attempts,
+            unanswered=unanswered,
         ))
         if error.pool is not None:
             self.pools.append(error.pool)
@@ -216,7 +222,7 @@ class _Writer:
         else:
             self.tally.failed += 1
         self.tally.reasons.add(f"{error.step}: {short(error.reason)}")
-        self.tally.unanswered += _caused_by(error, LLMError)
+        self.tally.unanswered += unanswered
         self.tally.given_up += _caused_by(error, BatchCallFailed)
         if error.unasked is not None:
             self.tally.unasked[error.unasked] += 1
@@ -339,17 +345,18 @@ def _made(ctx: RunContext, texts: dict[str, str]) -> _Done:
 
 
 def _todo(
-    ctx: RunContext, tally: Tally, drop_stale: bool = True
+    ctx: RunContext, tally: Tally, drop_stale: bool = True, events: list[Event] | None = None
 ) -> tuple[Callable[[], Iterator[Event]], int, int]:
     """The events still to generate (a function that reads them again, one at a time), how
     many they are, and how many hard items are in the file already. `drop_stale=False` (an
-    estimate) writes nothing: stale candidates then count as done.
+    estimate) writes nothing: stale candidates then count as done. `events`: the events, when
+    the file is not written yet (an estimate of a new run).
 
     A large run does this on every run of the command (each batch round), so each file is read
     once, lightly; the events to do are read whole later, by their line numbers."""
     texts: dict[str, str] = {}  # of the usable events: only their candidates are made again
     usable: list[tuple[int, str]] = []  # (line, event id) of each usable event
-    for line, event in _usable_lines(ctx, tally):
+    for line, event in _usable_lines(ctx, tally, events):
         usable.append((line, event.id))
         texts[event.id] = event.text
     done = _made(ctx, texts)
@@ -360,6 +367,8 @@ def _todo(
     todo_lines = {line for line, event_id in usable if event_id not in done.events}
 
     def todo() -> Iterator[Event]:
+        if events is not None:
+            return (event for line, event in enumerate(events) if line in todo_lines)
         return iter_jsonl(ctx.path(EVENTS), Event, lines=todo_lines)
 
     tally.already_done = len(usable) - len(todo_lines)
@@ -367,27 +376,59 @@ def _todo(
     return todo, len(todo_lines), done.hard
 
 
-def estimate(ctx: RunContext, settings: LLMSettings, model: str) -> CallPlan:
-    """The calls this stage would make now (`--estimate`; nothing is called or written)."""
+def estimate(ctx: RunContext, settings: LLMSettings, model: str,
+             events: list[Event] | None = None) -> CallPlan:
+    """The calls this stage would make now (`--estimate`; nothing is called or written), from
+    `events` when events.jsonl is not written yet. An item that failed last time with every
+    call answered is made again from the cache and fails alike: its calls are cached ones."""
     tally = Tally()
-    todo, _, hard_done = _todo(ctx, tally, drop_stale=False)
+    todo, _, hard_done = _todo(ctx, tally, drop_stale=False, events=events)
     plan = CallPlan(model, calibration(settings, model))
+    replayed = _replayed_failures(ctx, settings, model)
     recipe = RECIPES[ctx.options.generate.prompts]
     sampling, templates = Sampling(), load_templates(recipe.steps)
     known_source = ctx.options.generate.known_source or recipe.default_known_source
     rates = StepRates.from_records(ctx.path(CANDIDATES), ctx.path(GENERATION_FAILURES))
     small = settings.uses_local_model
     checked = not small and ctx.options.checks.check_model != "none"
-    easy = plan_easy(plan, todo(), ctx.options.generate.seed, templates, sampling, recipe,
-                     known_source, rates, structure_first=small, checked=checked,
+    seed = ctx.options.generate.seed
+    to_do = list(todo())
+    ids = {candidate_id(seed, event.id) for event in to_do}
+    new = [event for event in to_do if candidate_id(seed, event.id) not in replayed]
+    easy = plan_easy(plan, new, seed, templates, sampling, recipe, known_source, rates,
+                     structure_first=small, checked=checked,
                      pool_size=ctx.options.generate.pool_size)
     easy_made = tally.already_done + easy
     pairs = min(max(0, ctx.options.generate.hard - hard_done), easy_made // 2)
-    plan_hard(plan, pairs, templates, sampling)
-    if pairs:
-        plan.notes.append(f"hard: {pairs} pairs assumed composable (known once easy items "
-                          "exist)")
+    failed_pairs = [failure for failure in replayed.values() if failure.sub_items][:pairs]
+    plan_hard(plan, pairs - len(failed_pairs), templates, sampling)
+    if pairs > len(failed_pairs):
+        plan.notes.append(f"hard: {pairs - len(failed_pairs)} pairs assumed composable (known "
+                          "once easy items exist)")
+    _count_replayed(plan, [*(replayed[i] for i in ids if i in replayed), *failed_pairs])
     return plan
+
+
+def _replayed_failures(ctx: RunContext, settings: LLMSettings,
+                       model: str) -> dict[str, GenerationFailure]:
+    """The last run's failures a re-run makes again from the cache alone, by candidate id:
+    every call answered, by the same model, and a cache to read them from."""
+    generation = load_run_info(ctx.out).generation
+    if generation is None or generation.model != model or not reads_a_cache(settings):
+        return {}
+    return {failure.candidate_id: failure for failure in
+            iter_jsonl(ctx.path(GENERATION_FAILURES), GenerationFailure)
+            if not failure.unanswered}
+
+
+def _count_replayed(plan: CallPlan, failures: list[GenerationFailure]) -> None:
+    if not failures:
+        return
+    plan.cached += sum(len(failure.calls) for failure in failures)
+    plan.notes.append(
+        f"generate: the {len(failures)} items that failed last time, every call answered, are "
+        "made again from the cache and fail alike (--attempts, --refresh, another --seed or "
+        "--model try them otherwise)")
 
 
 async def _run(

@@ -14,12 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from tqdm import tqdm
-
-from cuqa_builder.grounding.articles import ArticleStore, LookupCounts, open_article_store
+from cuqa_builder.grounding.articles import open_article_store
 from cuqa_builder.grounding.verdicts import Grounder
 from cuqa_builder.jsonio import read_jsonl
-from cuqa_builder.records import Candidate, Entity, Intermediates
+from cuqa_builder.records import Candidate, Intermediates
 from cuqa_builder.run import ARTICLES, CANDIDATES, RunContext
 
 
@@ -31,21 +29,14 @@ def easy_steps(candidate: Candidate) -> Iterator[Intermediates]:
         yield from easy_steps(sub)
 
 
-def _ensure(ctx: RunContext, store: ArticleStore, entities: list[Entity], what: str
-            ) -> LookupCounts:
-    with tqdm(total=len(entities), desc=what, unit="entity",
-              disable=ctx.options.quiet or not entities) as bar:
-        return store.ensure(entities, progress=bar.update)
-
-
 def run(ctx: RunContext) -> str:
     steps = [s for c in read_jsonl(ctx.path(CANDIDATES), Candidate) for s in easy_steps(c)]
     store = open_article_store(ctx)
-    bridges = _ensure(ctx, store, [s.cur_ent for s in steps], "bridges")
+    bridges = store.ensure_shown([s.cur_ent for s in steps], "bridges", ctx.options.quiet)
     grounder = Grounder(store, ctx.window.cutoff)
     answers = [s.k_ent for s in steps
                if s.k_ent is not None and not grounder.bridge_names_answer(s.cur_ent, s.k_ent)]
-    known = _ensure(ctx, store, answers, "known answers")
+    known = store.ensure_shown(answers, "known answers", ctx.options.quiet)
     for entity in [*(s.cur_ent for s in steps), *answers]:
         store.text(store.lookup(entity))
     where = f"from {store.source}" if store.source else f"from {ctx.options.source.wiki_api}"

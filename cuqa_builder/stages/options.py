@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from cuqa_builder.llm.settings import LLMOptions
 from cuqa_builder.validation.limits import Limits
 from cuqa_builder.verification import DEFAULT_GUESSES_COUNTED, GUESSES_ASKED
+from cuqa_builder.wiki.titles import parse_sources
 
 WIKIPEDIA_API = "https://en.wikipedia.org/w/api.php"
 
@@ -52,6 +53,12 @@ class SourceOptions(StageOptions):
         json_schema_extra={"flag": {"metavar": "DAYS"}},
     )
     spacy_model: str = Field("en_core_web_sm", description="spaCy pipeline for NER")
+
+    @field_validator("sources")
+    @classmethod
+    def _known_kinds(cls, sources: str) -> str:
+        parse_sources(sources)  # a usage error before anything runs, not a failed stage
+        return sources
 
 
 class GenerateOptions(StageOptions):

@@ -16,20 +16,21 @@ from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 from textwrap import shorten
-from typing import TYPE_CHECKING
 
 from cuqa_builder.generation.yield_report import yield_lines
 from cuqa_builder.grounding.verdicts import GROUNDING_CHECKS
-from cuqa_builder.jsonio import iter_jsonl, read_jsonl, write_jsonl
-from cuqa_builder.llm.settings import (
-    resolve_settings,
-)
-from cuqa_builder.llm.types import GatewayStats
-from cuqa_builder.review_report import ReviewReport
-
-if TYPE_CHECKING:
-    from cuqa_builder.llm.estimate import CallPlan
 from cuqa_builder.item_mix import mix_line
+from cuqa_builder.jsonio import iter_jsonl, read_jsonl, write_jsonl
+from cuqa_builder.llm.cache import CallCache
+from cuqa_builder.llm.estimate import (
+    CallPlan,
+    PlanningGateway,
+    StandIn,
+    cache_to_read,
+    calibration,
+)
+from cuqa_builder.llm.settings import LLMSettings, resolve_settings
+from cuqa_builder.llm.types import ChatRequest, GatewayStats
 from cuqa_builder.prompts import load_prompt
 from cuqa_builder.records import (
     Candidate,
@@ -40,6 +41,7 @@ from cuqa_builder.records import (
     GroundingVerdict,
 )
 from cuqa_builder.refresh import STALE, stale_candidates
+from cuqa_builder.review_report import ReviewReport
 from cuqa_builder.run import (
     ARTICLES,
     CANDIDATES,
@@ -59,7 +61,12 @@ from cuqa_builder.stages.endpoints import model_settings, open_checker, probe_se
 from cuqa_builder.stages.options import BuildOptions
 from cuqa_builder.validation.checks import CHECK_NAMES, CheckReport
 from cuqa_builder.validation.checks import check_all as format_checks
-from cuqa_builder.validation.connected import CHECKER_ERROR, check_all, record_checker
+from cuqa_builder.validation.connected import (
+    CHECKER_ERROR,
+    check_all,
+    record_checker,
+    verdicts_of,
+)
 from cuqa_builder.validation.critic import (
     CRITIC_CHECKS,
     CRITIC_TEMPLATE,
@@ -87,12 +94,13 @@ from cuqa_builder.verification.checker import (
     CHECKER_TEMPLATES,
     GUESS_SAMPLING,
     GUESS_TEMPLATE,
+    JUDGE_TEMPLATE,
     OPEN_BOOK_SAMPLING,
     OPEN_BOOK_TEMPLATE,
     UNREADABLE,
+    ItemChecker,
     cutoff_phrase,
 )
-from cuqa_builder.verification.masking import masked_question
 
 
 async def _probe(
@@ -129,114 +137,170 @@ GUESS_OUT_TOKENS, OPEN_BOOK_OUT_TOKENS = 25, 20
 
 
 def estimate(ctx: RunContext, planned_candidates: int = 0) -> list[CallPlan]:
-    """The checker's calls and the probes' (and the judge's) for the candidates that pass the
-    checks now, plus `planned_candidates` not generated yet."""
+    """The checker's calls and the probes' (and the judge's) that validate would make now, and
+    those of `planned_candidates` not generated yet. The candidates it would ask (those that
+    pass the format checks and their recorded grounding, and for the probes the checker) are
+    asked again of a stand-in that answers from the call cache: what the cache holds costs
+    nothing (`CallPlan.cached`), as in a re-run."""
     candidates = read_jsonl(ctx.path(CANDIDATES), Candidate)
-    report = format_checks(candidates, ctx.options.checks.limits)
-    passed = [c for c, v in zip(candidates, report.validations, strict=True) if v.passed]
-    plans = _probe_estimate(ctx, passed, planned_candidates)
     settings = resolve_settings(ctx.options.llm, default_cache=ctx.path(LLM_CACHE))
+    with cache_to_read(settings) as cache:
+        return asyncio.run(_replay(ctx, settings, cache, _asked(ctx, candidates),
+                                   planned_candidates))
+
+
+def _asked(ctx: RunContext, candidates: list[Candidate]) -> list[Candidate]:
+    """The candidates validate would ask about: those passing the format checks, the grounding
+    verdicts the last validate recorded (none yet: assumed to pass) and the stale check."""
+    report = format_checks(candidates, ctx.options.checks.limits,
+                           [_grounding_failures(c.grounding) for c in candidates])
+    _mark_stale(ctx, candidates, report)
+    return [c for c, v in zip(candidates, report.validations, strict=True) if v.passed]
+
+
+async def _replay(ctx: RunContext, settings: LLMSettings, cache: CallCache | None,
+                  asked: list[Candidate], planned_candidates: int) -> list[CallPlan]:
+    probe, judge = _probe_plans(ctx)
     generator = settings.model or settings.local
     model = checker_model(ctx, generator)
+    plans, probed = [], asked
     if model is not None:
+        plan, probed = await _replay_checker(ctx, model, cache, asked, probe)
         # The generator as checker answered while composing: its answers are in the cache.
         composed = model == generator and not settings.uses_local_model
-        plan = _checker_estimate(ctx, model, passed, 0 if composed else planned_candidates)
+        _plan_typical_checks(ctx, plan, 0 if composed else planned_candidates)
         if composed and planned_candidates:
             plan.notes.append(f"checker: the {planned_candidates} candidates not generated yet "
                               "are checked while composing (counted under generate)")
-        plans.insert(0, plan)
+        plan.notes.append("checker: a judge call where a guess shares words with the answer "
+                          "without naming it is not planned")
+        plans.append(plan)
+    if probe is not None:
+        await _replay_probes(probe, judge, cache, probed)
+        _plan_typical_probes(probe, judge, planned_candidates)
+        plans += [probe] if judge is None or judge is probe else [probe, judge]
     return plans
 
 
-def _checker_estimate(
-    ctx: RunContext, model: str, passed: list[Candidate], planned_candidates: int
-) -> CallPlan:
-    """The checker's calls: guesses at the masked question of each easy item (two per hard
-    item) and at each item's whole question, and each item answered with its event. A judge
-    call is made only where a guess and the answer share words without being the same name:
-    not planned."""
-    from cuqa_builder.llm.estimate import CallPlan, calibration
+_CHECKER_STAND_INS = {
+    GUESS_TEMPLATE: StandIn("checker: guesses", GUESS_OUT_TOKENS, "1. Atlantis"),
+    OPEN_BOOK_TEMPLATE: StandIn("checker: with the event", OPEN_BOOK_OUT_TOKENS, "Answer: none"),
+    JUDGE_TEMPLATE: StandIn("checker: judge", JUDGE_OUT_TOKENS, "No"),
+}
 
+
+def _checker_stand_in(request: ChatRequest) -> StandIn:
+    return _CHECKER_STAND_INS[request.template or GUESS_TEMPLATE]
+
+
+async def _replay_checker(
+    ctx: RunContext, model: str, cache: CallCache | None, asked: list[Candidate],
+    probe: CallPlan | None,
+) -> tuple[CallPlan, list[Candidate]]:
+    """The checker's calls for the candidates asked, as `check_all` makes them (the --probe-model
+    guessing at the whole question), and the candidates the probes are asked about then: those
+    it passes, and those it could only pass on answers not cached yet."""
     settings = model_settings(ctx.options, ctx.path(LLM_CACHE), model,
                               ctx.options.checks.check_base_url)
-    plan = CallPlan(model, calibration(settings, model), rounds=1)
+    plan = CallPlan(model, calibration(settings, model), rounds=2)  # guesses, then the event
+    client = PlanningGateway(plan, _checker_stand_in, cache, api=settings.api)
+    guesser = None
+    if probe is not None:
+        guesser = client if probe.model == model else PlanningGateway(
+            probe, _checker_stand_in, cache)
+    checker = ItemChecker(client, ctx.window.label, counted=ctx.options.checks.guesses,
+                          guesser=guesser)
+    passed = []
+    for candidate in asked:
+        before = _planned(client, guesser)
+        verdicts = await verdicts_of(checker, candidate)
+        if all(v.passed for v in verdicts) or _planned(client, guesser) > before:
+            passed.append(candidate)
+    return plan, passed
+
+
+def _planned(*gateways: PlanningGateway | None) -> int:
+    return sum(gateway.planned for gateway in gateways if gateway is not None)
+
+
+def _plan_typical_checks(ctx: RunContext, plan: CallPlan, candidates: int) -> None:
+    """The checker's calls for `candidates` not generated yet, with questions, events and
+    passages of the usual length: two guesses and one answer with the event each."""
+    if not candidates:
+        return
     guess, open_book = load_prompt(GUESS_TEMPLATE), load_prompt(OPEN_BOOK_TEMPLATE)
     cutoff = cutoff_phrase(ctx.window.label)
-    easy = [item for c in passed for item in (c.sub_items if c.difficulty == "hard" else [c])]
     typical = "x" * plan.calibration.chars(25)
-    questions = [masked_question(item) for item in easy] + [c.question for c in passed]
-    questions += [typical, typical] * planned_candidates
-    for question in questions:
-        plan.add("checker: guesses", len(guess.render(question=question, cutoff=cutoff)),
-                 int(GUESS_SAMPLING["max_tokens"]), GUESS_OUT_TOKENS, template=GUESS_TEMPLATE)
-    with_event = [(c.question, c.event.text, _passage(c)) for c in passed]
-    with_event += [(typical, typical * 2, typical * 8)] * planned_candidates
-    for question, event, passage in with_event:
-        prompt = open_book.render(question=question, event=event, passage=passage, date="",
-                                  cutoff=cutoff)
-        plan.add("checker: with the event", len(prompt), int(OPEN_BOOK_SAMPLING["max_tokens"]),
-                 OPEN_BOOK_OUT_TOKENS, template=OPEN_BOOK_TEMPLATE)
-    if planned_candidates:
-        plan.notes.append(f"checker: the {planned_candidates} candidates not generated yet "
-                          "are assumed to pass the format checks")
-    plan.notes.append("checker: a judge call where a guess shares words with the answer "
-                      "without naming it is not planned")
-    return plan
+    plan.add("checker: guesses", len(guess.render(question=typical, cutoff=cutoff)),
+             int(GUESS_SAMPLING["max_tokens"]), GUESS_OUT_TOKENS, template=GUESS_TEMPLATE,
+             times=2 * candidates)
+    prompt = open_book.render(question=typical, event=typical * 2, passage=typical * 8, date="",
+                              cutoff=cutoff)
+    plan.add("checker: with the event", len(prompt), int(OPEN_BOOK_SAMPLING["max_tokens"]),
+             OPEN_BOOK_OUT_TOKENS, template=OPEN_BOOK_TEMPLATE, times=candidates)
+    plan.notes.append(f"checker: the {candidates} candidates not generated yet are assumed to "
+                      "pass the format checks")
 
 
-def _passage(candidate: Candidate) -> str:
-    return " ".join(item.intermediates.known_passage for item in
-                    (candidate.sub_items if candidate.difficulty == "hard" else [candidate])
-                    if item.intermediates is not None)
-
-
-def _probe_estimate(
-    ctx: RunContext, passed: list[Candidate], planned_candidates: int
-) -> list[CallPlan]:
-    """The probes' calls (and the judge's); none without --probe-model."""
-    from cuqa_builder.judge import DEFAULT_JUDGE_PROMPT, judge_prompt
-    from cuqa_builder.llm.estimate import CallPlan, calibration
-
+def _probe_plans(ctx: RunContext) -> tuple[CallPlan | None, CallPlan | None]:
+    """The probe model's plan and the judge's (the same plan for the same model); none without
+    --probe-model."""
     options = ctx.options
     if not options.checks.probe_model:
-        return []
+        return None, None
     probe, judging = probe_settings(options, ctx.path(LLM_CACHE))
     probe_model = probe.model or probe.local or ""
     plan = CallPlan(probe_model, calibration(probe, probe_model), rounds=1)
-    judge = None
-    if judging is not None:
-        judge_model = judging.model or judging.local or ""
-        judge = plan if judge_model == probe_model else CallPlan(
-            judge_model, calibration(judging, judge_model))
-        judge.rounds = 2
-    asked = [([c.question, *(s.question for s in c.sub_questions if s.kind == "known")],
-              "\n".join(f"{s.question} {s.answer}." for s in c.sub_questions
-                        if s.kind == "unknown"))
-             for c in passed]
-    if planned_candidates:
-        typical = "x" * plan.calibration.chars(30)
-        asked += [([typical, typical], typical)] * planned_candidates
-        plan.notes.append(f"probes: the {planned_candidates} candidates not generated yet are "
-                          "assumed to pass the checks, with one known sub-question each")
+    if judging is None:
+        return plan, None
+    judge_model = judging.model or judging.local or ""
+    judge = plan if judge_model == probe_model else CallPlan(
+        judge_model, calibration(judging, judge_model))
+    judge.rounds = 2
+    return plan, judge
+
+
+def _probe_stand_in(request: ChatRequest) -> StandIn:
+    if request.template == CLOSED_BOOK:
+        return StandIn("probe: closed book", PROBE_OUT_TOKENS, "x")
+    if request.template == WITH_UNKNOWN_ANSWER:
+        return StandIn("probe: with the unknown part", PROBE_OUT_TOKENS, "x")
+    return StandIn("judge", JUDGE_OUT_TOKENS, "No")
+
+
+async def _replay_probes(probe: CallPlan, judge: CallPlan | None, cache: CallCache | None,
+                         probed: list[Candidate]) -> None:
+    gateway = PlanningGateway(probe, _probe_stand_in, cache)
+    judge_gateway = None if judge is None else gateway if judge is probe else PlanningGateway(
+        judge, _probe_stand_in, cache)
+    prober = Prober(gateway, judge_gateway)
+    for candidate in probed:
+        await prober.probe(candidate)
+
+
+def _plan_typical_probes(probe: CallPlan, judge: CallPlan | None, candidates: int) -> None:
+    """The probes' calls for `candidates` not generated yet: the question and one known
+    sub-question closed book, the question with the unknown part given; each judged."""
+    if not candidates:
+        return
+    from cuqa_builder.judge import DEFAULT_JUDGE_PROMPT, judge_prompt
+
+    typical = "x" * probe.calibration.chars(30)
     closed, given = load_prompt(CLOSED_BOOK), load_prompt(WITH_UNKNOWN_ANSWER)
-    chosen = judge_prompt(DEFAULT_JUDGE_PROMPT)  # the one the probes' judge uses
-    judge_template = load_prompt(chosen.template)
-    answer = "x" * plan.calibration.chars(PROBE_OUT_TOKENS)
-    for questions, facts in asked:
-        prompts = [("closed book", closed.render(question=q)) for q in questions]
-        prompts.append(("with the unknown part",
-                        given.render(question=questions[0], passage=facts)))
-        for step, prompt in prompts:
-            plan.add(f"probe: {step}", len(prompt), int(PROBE_SAMPLING["max_tokens"]),
-                     PROBE_OUT_TOKENS, template=CLOSED_BOOK if step == "closed book"
-                     else WITH_UNKNOWN_ANSWER)
-            if judge is not None:
-                values = {"question": questions[0], "prediction": answer,
-                          chosen.answers_slot: answer}
-                judge.add("judge", len(judge_template.render(**values)), 8, JUDGE_OUT_TOKENS,
-                          template=chosen.template)
-    return [plan] if judge is None or judge is plan else [plan, judge]
+    prompts = [("closed book", CLOSED_BOOK, closed.render(question=typical), 2),
+               ("with the unknown part", WITH_UNKNOWN_ANSWER,
+                given.render(question=typical, passage=typical), 1)]
+    for step, template, prompt, times in prompts:
+        probe.add(f"probe: {step}", len(prompt), int(PROBE_SAMPLING["max_tokens"]),
+                  PROBE_OUT_TOKENS, template=template, times=times * candidates)
+    if judge is not None:
+        chosen = judge_prompt(DEFAULT_JUDGE_PROMPT)  # the one the probes' judge uses
+        answer = "x" * probe.calibration.chars(PROBE_OUT_TOKENS)
+        values = {"question": typical, "prediction": answer, chosen.answers_slot: answer}
+        judge.add("judge", len(load_prompt(chosen.template).render(**values)), 8,
+                  JUDGE_OUT_TOKENS, template=chosen.template, times=3 * candidates)
+    probe.notes.append(f"probes: the {candidates} candidates not generated yet are assumed to "
+                       "pass the checks, with one known sub-question each")
 
 
 async def _criticise(

@@ -31,7 +31,8 @@ def chromium_executable() -> Path:
     found = os.environ.get(CHROMIUM_ENV) or shutil.which("chromium")
     if not found or not Path(found).is_file():
         raise BrowserUnavailable(
-            "chromium is not installed (run scripts/install-chromium.sh or set $CUQA_CHROMIUM)"
+            "chromium is not installed (as root: scripts/install-chromium.sh, or apt-get install "
+            "chromium fonts-dejavu-core; or set $CUQA_CHROMIUM to a Chromium)"
         )
     return Path(found)
 

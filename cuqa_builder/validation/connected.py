@@ -31,12 +31,18 @@ async def check_all(
     checker: ItemChecker, candidates: Sequence[Candidate], *, progress: bool = False
 ) -> list[list[CheckerVerdict] | LLMError]:
     async def verdicts(candidate: Candidate) -> list[CheckerVerdict]:
-        if (given := composed_verdicts(candidate, checker)) is not None:
-            return given
-        # As while composing: the answer with the event only for an item no guess failed.
-        return (await checker.check(candidate, fail_fast=True)).verdicts
+        return await verdicts_of(checker, candidate)
 
     return await ask_each(candidates, verdicts, "checker", progress)
+
+
+async def verdicts_of(checker: ItemChecker, candidate: Candidate) -> list[CheckerVerdict]:
+    """The four verdicts of one candidate: those given while composing when they are this
+    checker's, else asked as while composing (the answer with the event only for an item no
+    guess failed)."""
+    if (given := composed_verdicts(candidate, checker)) is not None:
+        return given
+    return (await checker.check(candidate, fail_fast=True)).verdicts
 
 
 def composed_verdicts(candidate: Candidate, checker: ItemChecker) -> list[CheckerVerdict] | None:

@@ -4,7 +4,8 @@ MediaWiki's rendering of a revision.
 Politeness, as Wikimedia asks of API users: a descriptive User-Agent with a contact, `maxlag=5`,
 gzip, up to 50 titles per request, continuation followed, one request at a time with a minimum
 interval, `Retry-After` honoured (else exponential back-off) on 429, 5xx and maxlag errors,
-timeouts, and a bounded number of retries ending in a `WikiError` that names the pages.
+timeouts, and a bounded number of retries ending in a `WikiError` that names the pages (a
+`WikiUnreachable` after a few quick ones while no request has been answered yet).
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ PROJECT_URL = "https://github.com/cuqa-builder/cuqa-builder"
 MAX_TITLES = 50  # the API's per-request limit for ordinary (non-bot) users
 MAXLAG_S = 5
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+# Retries of a request no answer ever came back to (a closed port, no network, a wrong host):
+# a blip gets these; the full back-off (31 s at the defaults) is for a wiki that was reached.
+FIRST_CONTACT_RETRIES = 2
 _NAMED_IN_ERRORS = 3  # an error lists this many page titles, then "and N more"
 
 
@@ -43,6 +47,12 @@ class WikiError(CuqaError, RuntimeError):
         self.titles = list(titles)
         self.code = code
         super().__init__(f"{reason} (pages: {describe_titles(titles)})" if titles else reason)
+
+
+class WikiUnreachable(WikiError):
+    """No request of this client has been answered, and this one could not connect either:
+    the wiki cannot be reached (offline, a wrong --wiki-api), so every other request would fail
+    alike. Those who would go on page by page stop instead."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +89,7 @@ class _Failure:
     retryable: bool
     retry_after_s: float | None = None
     code: str | None = None  # the API's error code, when it answered with one
+    unanswered: bool = False  # no HTTP answer came back: no connection, or a timeout
 
 
 def describe_titles(titles: Sequence[str]) -> str:
@@ -144,6 +155,7 @@ class MediaWikiClient:
         self.backoff_s = backoff_s
         self.max_wait_s = max_wait_s
         self.requests_made = 0
+        self.answered = 0  # requests the server answered (with any HTTP status)
         self.session = requests.Session()
         self.session.headers.update({"User-Agent": user_agent(contact), "Accept-Encoding": "gzip"})
         self._lock = threading.Lock()
@@ -180,7 +192,7 @@ class MediaWikiClient:
         """Latest revision of each title, 50 per request; pages keep the title asked for.
 
         A batch that fails for good comes back with its pages in `failed` (with the reason)
-        and the next batch is tried.
+        and the next batch is tried; a wiki never reached raises WikiUnreachable instead.
         """
         for batch in chunks(list(titles), MAX_TITLES):
             params = {**_REVISION_PARAMS, "titles": "|".join(batch), "redirects": "1"}
@@ -248,12 +260,15 @@ class MediaWikiClient:
     def latest_revids(self, titles: Sequence[str]) -> dict[str, int | None]:
         """Each title's latest revision id by `prop=info`, 50 titles per request and no
         content: a cheap way to see which stored pages changed. None for a page that no longer
-        exists; a title whose batch failed for good (logged) is left out, to be checked later.
+        exists; a title whose batch failed for good (logged) is left out, to be checked later
+        (a wiki never reached raises WikiUnreachable).
         """
         latest: dict[str, int | None] = {}
         for batch in chunks(list(titles), MAX_TITLES):
             try:
                 data = self.query({"prop": "info", "titles": "|".join(batch), "redirects": "1"})
+            except WikiUnreachable:
+                raise
             except WikiError as exc:
                 log.warning("MediaWiki API: could not re-check %s", exc)
                 continue
@@ -286,6 +301,8 @@ class MediaWikiClient:
                         found[title] = page
                     else:
                         failed[title] = problem
+        except WikiUnreachable:
+            raise  # every batch would fail alike
         except WikiError as exc:
             # One bad batch must not end the run: report its pages as failed and go on.
             result.failed = [PageProblem(title, exc.reason) for title in requested]
@@ -314,10 +331,16 @@ class MediaWikiClient:
                 return outcome
             if not outcome.retryable:
                 raise WikiError(outcome.reason, titles, outcome.code)
+            if outcome.unanswered and not self.answered and retries == min(
+                    self.max_retries, FIRST_CONTACT_RETRIES):
+                raise WikiUnreachable(f"the wiki cannot be reached at {self.api_url}: gave up "
+                                      f"after {retries + 1} attempts: {outcome.reason}", titles)
             if retries == self.max_retries:
                 raise WikiError(f"gave up after {retries + 1} attempts: {outcome.reason}", titles)
             wait = self._retry_wait(retries, outcome.retry_after_s)
-            log.info("MediaWiki API: %s; retrying in %.1f s", outcome.reason, wait)
+            # Before any answer, the quick retries end in the one error that counts them.
+            log.log(logging.INFO if self.answered else logging.DEBUG,
+                    "MediaWiki API: %s; retrying in %.1f s", outcome.reason, wait)
             self._defer(wait)
             retries += 1
 
@@ -337,12 +360,15 @@ class MediaWikiClient:
             try:
                 response = self.session.get(self.api_url, params=params, timeout=self.timeout_s)
             except requests.Timeout:
-                return _Failure(f"no answer within {self.timeout_s:g} s", retryable=True)
+                return _Failure(f"no answer within {self.timeout_s:g} s", retryable=True,
+                                unanswered=True)
             except requests.ConnectionError as exc:
-                return _Failure(f"connection failed ({_os_reason(exc)})", retryable=True)
+                return _Failure(f"connection failed ({_os_reason(exc)})", retryable=True,
+                                unanswered=True)
             finally:
                 self.requests_made += 1
                 self._not_before = time.monotonic() + self.min_interval_s
+            self.answered += 1
         return _interpret(response)
 
 

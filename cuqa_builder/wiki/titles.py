@@ -22,7 +22,7 @@ def parse_sources(text: str) -> tuple[str, ...]:
     unknown = [kind for kind in kinds if kind not in SOURCE_KINDS]
     if unknown or not kinds:
         raise ValueError(
-            f"invalid --sources {text!r}: choose one or more of {', '.join(SOURCE_KINDS)}"
+            f"unknown page kinds in {text!r}: choose one or more of {', '.join(SOURCE_KINDS)}"
         )
     return kinds
 

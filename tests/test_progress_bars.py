@@ -1,0 +1,60 @@
+"""Every progress bar ends at 100 % (issue 32: "articles: 87% 93/107", "bridges: 83% 5/6"): its
+total is what it counts, and what it skips or loses counts too. Read from what the bars wrote
+to stderr in real CLI runs against the scripted model."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from cuqa_builder.cli.build import main as build
+from cuqa_builder.cli.evaluate import main as evaluate
+from cuqa_builder.testing.openai_server import ScriptedLLM
+from tests.test_connected import SAMPLE, ConnectedResponder
+from tests.test_eval_cli import Q_G20, scripted_model
+
+_BAR = re.compile(r"^(?P<desc>[a-z][\w -]*): +(?P<percent>\d+)%\|[^|]*\| (?P<n>\d+)/(?P<total>\d+)")
+
+
+def last_states(stderr: str) -> dict[str, str]:
+    """Each bar's last rendering, by its description: "23/23 100%"."""
+    states = {}
+    for line in re.split(r"[\r\n]", stderr):
+        if bar := _BAR.match(line.strip()):
+            states[bar["desc"]] = f"{bar['n']}/{bar['total']} {bar['percent']}%"
+    return states
+
+
+def test_every_bar_of_a_build_ends_at_100_percent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The connected recipe looks its bridges' articles up (several events name the same
+    entity) and the ground stage its items' bridges (two items share one): those bars counted
+    mentions while the lookups count each entity once."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-bars")
+    with ScriptedLLM(ConnectedResponder()) as llm:
+        assert build(["--cutoff", "2023-04", "--until", "2023-12-31", "--source", str(SAMPLE),
+                      "--out", str(tmp_path / "run"), "--limit", "8", "--hard", "1",
+                      "--base-url", llm.base_url, "--model", "scripted"]) == 0
+    states = last_states(capsys.readouterr().err)
+    assert set(states) >= {"parsing", "articles", "generate", "hard", "bridges", "checker"}
+    assert {bar: state for bar, state in states.items() if not state.endswith(" 100%")} == {}
+    assert states["articles"] == "23/23 100%" and states["bridges"] == "6/6 100%"
+
+
+def test_an_evaluation_bar_counts_the_items_it_lost(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-bars")
+    data = tmp_path / "q.jsonl"
+    data.write_text("".join(f'{{"question": "{q}", "answers": ["x"]}}\n' for q in (
+        Q_G20, "Which country hosted the first AI Safety Summit?", "What is the capital of India?",
+    )), encoding="utf-8")
+    with ScriptedLLM(scripted_model(broken={Q_G20})) as llm:
+        assert evaluate(["run", "--data", str(data), "--method", "direct", "--model", "scripted",
+                         "--base-url", llm.base_url, "--out", str(tmp_path / "e")]) == 0
+    captured = capsys.readouterr()
+    assert "2 new, 0 resumed, 1 failed" in captured.out
+    assert last_states(captured.err) == {"direct": "3/3 100%"}
