@@ -691,3 +691,23 @@ def test_a_known_facts_reply_in_another_step_s_shape_is_refused() -> None:
     company = _facts(Entity(text="Cisco", label="ORG"), "company")
     assert "not a plural noun phrase" in category_problem("San Jose, California", company)
     assert category_problem("Fortune 500 companies", company) is None
+
+
+def test_a_known_question_not_ending_with_the_bridge_is_asked_by_its_template() -> None:
+    """"Which university did X attend?" strands a verb after the description: a property the
+    infobox templates know is asked their way ("What is the alma mater of X?"); one they do not
+    know is refused."""
+    from cuqa_builder.generation.known_facts import read_facts
+
+    [event] = make_events(1)
+    scholz = Entity(text="Olaf Scholz", label="PERSON", wiki_title="Olaf Scholz")
+    hamburg = Entity(text="University of Hamburg", label="LINK",
+                     wiki_title="University of Hamburg")
+    facts = BridgeFacts(scholz, ["Olaf Scholz"], "person", [hamburg], "Olaf Scholz")
+    hops, refused = read_facts(
+        "T1 | university | University of Hamburg | Which university did Olaf Scholz attend?\n"
+        "T1 | trained at | University of Hamburg | Where was Olaf Scholz trained at?",
+        [facts], event, "article")
+    assert [(h.property, h.question) for h in hops[0]] == [
+        ("alma mater", "What is the alma mater of Olaf Scholz?")]
+    assert len(refused) == 1 and "goes on after the bridge" in refused[0]

@@ -281,7 +281,9 @@ class ConnectedGenerator(Generator):
         links: list[Entity] = []
         if bridge.article is not None:
             links = self._linked_entities(bridge.article.passage, bridge.entity)
-        return BridgeFacts(bridge.entity, bridge.names, bridge.kind, links)
+        written = bridge.article.as_written(bridge.entity.text) if bridge.article \
+            else bridge.entity.text
+        return BridgeFacts(bridge.entity, bridge.names, bridge.kind, links, written)
 
     def _thing(self, number: int, bridge: Bridge, facts: BridgeFacts, event: Event) -> str:
         """One named thing as the known-facts prompt lists it."""

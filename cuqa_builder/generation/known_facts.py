@@ -93,11 +93,21 @@ class BridgeFacts:
     names: list[str]  # every name a question may call it by
     kind: str  # what it is, in a plain word
     links: list[Entity]  # its article's linked named things (the answers a hop may have)
+    written: str = ""  # its name as the prompt wrote it ("the United Kingdom")
+
+
+# The same property under the names models give it.
+_PROPERTY_NAMES = {"birth place": "birthplace", "place of birth": "birthplace",
+                   "founded by": "founder", "founders": "founder",
+                   "university": "alma mater", "almamater": "alma mater",
+                   "federation": "governing body", "association": "governing body",
+                   "home stadium": "home ground", "stadium": "home ground"}
 
 
 def property_name(text: str) -> str:
-    """A property as the mix counts it: lower case, single spaces, no "the"."""
-    return without_the(" ".join(text.lower().split())).strip(" .:")
+    """A property as the mix counts it: lower case, single spaces, no "the", one name each."""
+    name = without_the(" ".join(text.lower().split())).strip(" .:")
+    return _PROPERTY_NAMES.get(name, name)
 
 
 def about_the_event(entity: Entity, event: Event) -> bool:
@@ -220,9 +230,31 @@ def _hop(fields: list[str], bridge: BridgeFacts, event: Event, known_from: Known
         if found is None:
             return f"the answer {said!r} is not one of the article's linked named things"
         answer = found
-    problem = answer_problem(answer, bridge, event) or property_check(
-        bridge.names, names_of(answer))(question)
+    if problem := answer_problem(answer, bridge, event):
+        return problem
+    check = property_check(bridge.names, names_of(answer))
+    if (problem := check(question)) and (asked := templated(prop, bridge)):
+        question, problem = asked, check(asked)  # "Which university did X attend?"
     return problem or Hop(property_name(prop), known_from, question=question, answer=answer)
+
+
+def templated(prop: str, bridge: BridgeFacts) -> str | None:
+    """The templated question of a property the infobox templates know ("alma mater" -> "What
+    is the alma mater of X?"): a model's question that does not end with the bridge is asked
+    that way instead."""
+    wanted = property_name(prop)
+    for found, template in infobox_questions().values():
+        if "{label}" in found and "{label}" in template and wanted in _DIVISIONS:
+            return template.format(bridge=bridge.written or bridge.entity.text, label=wanted)
+        if found == wanted:
+            return template.format(bridge=bridge.written or bridge.entity.text, label="")
+    return None
+
+
+# The divisions a place lies in, asked "Which district contains X?" (as an infobox's row does).
+_DIVISIONS = frozenset({"district", "province", "region", "state", "county", "governorate",
+                        "municipality", "prefecture", "oblast", "department", "country",
+                        "administrative region"})
 
 
 def chosen(answer: str, answers: Sequence[Entity]) -> Entity | None:
