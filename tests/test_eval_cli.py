@@ -560,3 +560,23 @@ def test_batch_file_rounds_stop_and_go_on_to_the_live_scores(workspace: Path, ca
     live = [{k: p[k] for k in ("id", "prediction", "em", "f1")}
             for p in read_lines(workspace / "live" / "predictions.jsonl")]
     assert sorted(scores, key=str) == sorted(live, key=str)
+
+
+
+def test_a_self_dc_run_recorded_before_filling_resumes_only_as_literal(
+    workspace: Path, capsys
+) -> None:
+    """A Self-DC directory whose eval.json predates --self-dc-dependent asked its sub-questions
+    as written: the default (fill) would mix two behaviours in it, so it is refused."""
+    args = ["--data", str(workspace / "cuqa.jsonl"), "--method", "self-dc", "--limit", "1",
+            "--corpus", str(workspace / "events.jsonl")]
+    with ScriptedLLM(scripted_model(set())) as llm:
+        assert cli(llm, workspace, "sdc", *args, "--self-dc-dependent", "literal") == 0
+        settings = workspace / "sdc" / "eval.json"
+        recorded = json.loads(settings.read_text())
+        del recorded["options"]["self_dc_dependent"]  # as an older cuqa-eval wrote it
+        settings.write_text(json.dumps(recorded))
+        capsys.readouterr()
+        assert cli(llm, workspace, "sdc", *args) == 1
+        assert "holds a run with other settings (options differ)" in capsys.readouterr().err
+        assert cli(llm, workspace, "sdc", *args, "--self-dc-dependent", "literal") == 0

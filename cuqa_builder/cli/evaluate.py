@@ -96,7 +96,7 @@ def _evaluation_arguments(
         _method_arguments(parent, method_default)
     else:
         parent.set_defaults(method=method_default, confidence=None, alpha=None, beta=None,
-                            depth=None, raisf_depth=None, top_k=None)
+                            depth=None, self_dc_dependent=None, raisf_depth=None, top_k=None)
 
     _retrieval_arguments(parent)
     _scoring_and_judge_arguments(parent)
@@ -125,6 +125,12 @@ def _method_arguments(parent: argparse.ArgumentParser, method_default: str | Non
     method.add_argument("--alpha", type=float, help="Self-DC alpha (default: 0.4)")
     method.add_argument("--beta", type=float, help="Self-DC beta (default: 0.1)")
     method.add_argument("--depth", type=int, help="Self-DC max depth t (default: 3)")
+    method.add_argument("--self-dc-dependent", choices=("fill", "literal"),
+                        help="Self-DC sub-questions that refer to an earlier one's answer "
+                        "(\"#1\"): fill, replace \"#k\" by sub-question k's answer before "
+                        "asking and retrieving (default; our deviation: the paper's prompt asks "
+                        "for independent parts, but models write dependent ones); literal, ask "
+                        "them as written, as the paper's Figure 3 does")
     method.add_argument("--raisf-depth", type=int, help="RA-ISF depth threshold (default: 3)")
     method.add_argument("--top-k", type=int, help="passages per retrieval (default: 3)")
 
@@ -248,7 +254,8 @@ def with_default_command(argv: list[str]) -> list[str]:
 
 def solver_options(args: argparse.Namespace) -> SolverOptions:
     given = {"confidence": args.confidence, "alpha": args.alpha, "beta": args.beta,
-             "depth": args.depth, "raisf_depth": args.raisf_depth, "top_k": args.top_k}
+             "depth": args.depth, "self_dc_dependent": args.self_dc_dependent,
+             "raisf_depth": args.raisf_depth, "top_k": args.top_k}
     return SolverOptions.checked(**{k: v for k, v in given.items() if v is not None})
 
 
