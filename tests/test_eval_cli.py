@@ -563,6 +563,21 @@ def test_batch_file_rounds_stop_and_go_on_to_the_live_scores(workspace: Path, ca
 
 
 
+def test_an_unknown_price_is_said_once_per_run(
+    workspace: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 32.15: every command of a run warned again; the first one that paid says it."""
+    data = str(workspace / "cuqa.jsonl")
+    with ScriptedLLM(scripted_model(set())) as llm:
+        assert cli(llm, workspace, "run", "--data", data, "--method", "direct",
+                   "--limit", "1") == 0
+        assert caplog.text.count("no price known for model 'scripted'") == 1
+        caplog.clear()
+        assert cli(llm, workspace, "run", "--data", data, "--method", "direct") == 0
+        assert llm.calls == 3  # the second command paid for two more
+    assert "no price known" not in caplog.text
+
+
 def test_a_self_dc_run_recorded_before_filling_resumes_only_as_literal(
     workspace: Path, capsys
 ) -> None:
