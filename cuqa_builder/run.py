@@ -141,6 +141,14 @@ class GenerationInfo(BaseModel):
     recipe: str = Field("paper", description="--prompts: how items were composed")
 
 
+class CheckCount(BaseModel):
+    """How many candidates one check passed and failed (`passed` None: a model that could not
+    be asked, which measured nothing and failed each item it could not answer for)."""
+
+    passed: int | None = None
+    failed: int
+
+
 class ValidationInfo(BaseModel):
     """How the validate stage judged them: the checks' limits and the probes, if any."""
 
@@ -152,6 +160,10 @@ class ValidationInfo(BaseModel):
     guesses: int | None = Field(None, description="how many of the checker's guesses counted")
     prompts: dict[str, str] | None = Field(
         None, description="probe/critic/checker template -> sha256"
+    )
+    counts: dict[str, CheckCount] = Field(
+        default_factory=dict, description="every check that ran, in the summary's order -> "
+        "the candidates it passed and failed (empty: validated before they were recorded)"
     )
 
 
