@@ -93,7 +93,10 @@ class Manifest(Record):
     api: str | None  # the api.php the pages came from; None: read from a snapshot
     fetched: str | None  # ISO time of the fetch, UTC; None: read from a snapshot
     pages: dict[str, int]  # title -> revid
-    snapshot: str | None = None  # the --source directory, when the pages came from one
+    # The --source directory, when the pages came from one: absolute in a run's manifest (to
+    # find it again), its name only in a release's; and the sha256 of its content.
+    snapshot: str | None = None
+    snapshot_sha256: str | None = None
 
     @property
     def index_url(self) -> str | None:
