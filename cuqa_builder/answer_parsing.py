@@ -20,7 +20,10 @@ _ANSWER_MARKER = re.compile(
 _FENCE = re.compile(r"```(?:[\w+-]+(?=[ \t]*\n)|json\b)?", re.IGNORECASE)
 _ANSWER_FIELDS = ("final_answer", "answer")
 _FINAL_ANSWER_MARKER = re.compile(r"\bso the final answer is\b\s*:?", re.IGNORECASE)
-_WRAPPING = " \t\"'`*_[]“”‘’"
+# Marks that wrap an answer (quotes, Markdown emphasis, brackets): opener -> closer.
+_PAIRS = {'"': '"', "'": "'", "`": "`", "*": "*", "_": "_", "“": "”", "‘": "’", "[": "]"}
+_CLOSERS = {closer: opener for opener, closer in _PAIRS.items()}
+_TRAILING_PUNCTUATION = ".,;"
 
 _SCALE_HINT = re.compile(r"[(\[]\s*0\s*(?:-|–|to)\s*100\s*[)\]]")  # "(0-100)" must not be read
 _CONFIDENCE = re.compile(
@@ -34,9 +37,35 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
 def _clean_short_answer(text: str) -> str:
-    text = text.strip(_WRAPPING)
-    while text.endswith((".", ",", ";")):
-        text = text[:-1].rstrip(_WRAPPING)
+    """The answer without what wraps it: a pair of marks around the whole of it, marks without
+    their pair at either end, and a trailing full stop, comma or semicolon. A quote closing one
+    opened inside the answer is part of it, with what it encloses: 'the party "Forward."'."""
+    while True:
+        cleaned = _unpaired_ends(_unwrapped(text.strip().rstrip(_TRAILING_PUNCTUATION).strip()))
+        if cleaned == text:
+            return cleaned
+        text = cleaned
+
+
+def _unwrapped(text: str) -> str:
+    """`text` without the marks around all of it ("Ankara", **Ankara**, [Ankara])."""
+    if len(text) < 2 or _PAIRS.get(text[0]) != text[-1]:
+        return text
+    opener, closer = text[0], text[-1]
+    depth = min(len(text) - len(text.lstrip(opener)), len(text) - len(text.rstrip(closer)))
+    inner = text[depth:-depth]
+    return text if opener in inner or closer in inner else inner
+
+
+def _unpaired_ends(text: str) -> str:
+    """`text` without a mark at its start that nothing after closes, or at its end that
+    nothing before opened."""
+    if text and text[0] in _PAIRS and _PAIRS[text[0]] not in text[1:] or (
+            text and text[0] in _CLOSERS and text[0] not in _PAIRS):
+        text = text[1:]
+    if text and text[-1] in _CLOSERS and _CLOSERS[text[-1]] not in text[:-1] or (
+            text and text[-1] in _PAIRS and text[-1] not in _CLOSERS):
+        text = text[:-1]
     return text
 
 

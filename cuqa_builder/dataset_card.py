@@ -58,6 +58,27 @@ class CutoffSubset(BaseModel):
     by_difficulty: dict[str, int]
 
 
+class CheckRun(BaseModel):
+    """One automatic check that validation ran, and the candidates it passed and failed."""
+
+    name: str
+    requires: str = Field(description="what an item that passes it satisfies, in words")
+    passed: int | None = Field(None, description="None: not recorded, or a model that could "
+                               "not be asked (nothing measured)")
+    failed: int | None = Field(None, description="None: not recorded (validated by an older "
+                               "cuqa-build)")
+
+
+class Composition(BaseModel):
+    """How the released items were composed: written by a language model (a generation call
+    of the recipe gave their text), or from structure (no generation call: the event
+    sentence's parse and templated questions about the bridge's infobox)."""
+
+    by_model: int
+    from_structure: int
+    models: list[str] = Field(description="the models that wrote the items of `by_model`")
+
+
 class ItemChange(BaseModel):
     id: str
     fields: list[str] = Field(description="question, answer, review and/or other")
@@ -94,13 +115,20 @@ class ReleaseStats(BaseModel):
     by_month: dict[str, int]
     by_category: dict[str, int]
     by_review_status: dict[str, int]
-    generator_models: list[str]
+    generator_models: list[str] = Field(description="the run's generator model(s), as each "
+                                        "item records it (it may have written none: "
+                                        "`composed`)")
+    composed: Composition | None = Field(
+        None, description="by the model / from structure; None when the run has no "
+        "candidates.jsonl to tell")
     recipes: list[str] = Field(default_factory=list, description="how the items were composed "
                                "(`--prompts`): `paper` (Algorithm 1) and/or `connected`")
     prompts: dict[str, list[str]] = Field(description="template name -> sha256 hashes used")
     seed: int | None
     validation: ValidationInfo | None = Field(description="checks' limits, probe model and judge")
-    checks: list[str] = Field(description="what every automatic check required, in words")
+    checks_run: list[CheckRun] = Field(
+        default_factory=list, description="every automatic check that ran, with what it "
+        "requires and the run's candidates it passed and failed")
     source_pages: dict[str, int | None] = Field(description="page title -> revision used")
     failed_automatic_checks: int | None = Field(
         description="released items whose candidate failed a check or probe (kept by review); "
@@ -158,7 +186,8 @@ class PageOrigin:
     nobody checked (the shipped example's are placeholders such as 1 and 2)."""
 
     index_url: str | None  # None: no links
-    snapshot: str | None = None
+    snapshot: str | None = None  # its directory name
+    snapshot_sha256: str | None = None
 
 
 def render_card(stats: ReleaseStats, has_manifest: bool, prompt_sources: dict[str, str],

@@ -94,7 +94,10 @@ class Manifest(Record):
     api: str | None  # the api.php the pages came from; None: read from a snapshot
     fetched: str | None  # ISO time of the fetch, UTC; None: read from a snapshot
     pages: dict[str, int]  # title -> revid
-    snapshot: str | None = None  # the --source directory, when the pages came from one
+    # The --source directory, when the pages came from one: absolute in a run's manifest (to
+    # find it again), its name only in a release's; and the sha256 of its content.
+    snapshot: str | None = None
+    snapshot_sha256: str | None = None
 
     @property
     def index_url(self) -> str | None:
@@ -142,6 +145,14 @@ class GenerationInfo(BaseModel):
     recipe: str = Field("paper", description="--prompts: how items were composed")
 
 
+class CheckCount(BaseModel):
+    """How many candidates one check passed and failed (`passed` None: a model that could not
+    be asked, which measured nothing and failed each item it could not answer for)."""
+
+    passed: int | None = None
+    failed: int
+
+
 class ValidationInfo(BaseModel):
     """How the validate stage judged them: the checks' limits and the probes, if any."""
 
@@ -153,6 +164,10 @@ class ValidationInfo(BaseModel):
     guesses: int | None = Field(None, description="how many of the checker's guesses counted")
     prompts: dict[str, str] | None = Field(
         None, description="probe/critic/checker template -> sha256"
+    )
+    counts: dict[str, CheckCount] = Field(
+        default_factory=dict, description="every check that ran, in the summary's order -> "
+        "the candidates it passed and failed (empty: validated before they were recorded)"
     )
 
 

@@ -51,6 +51,24 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def snapshot_sha256(directory: Path) -> str:
+    """The sha256 of a snapshot's content: each file's path inside it and sha256, in path
+    order (pages, sidecars, renderings, articles; a copy elsewhere has the same hash)."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+        digest.update(f"{path.relative_to(directory).as_posix()}\0{_file_sha256(path)}\n"
+                      .encode())
+    return digest.hexdigest()
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as data:
+        while chunk := data.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def write_page(directory: Path, page: Page) -> Path:
     stem = page_filename(page.meta.title)
     meta = page.meta.model_copy(update={

@@ -30,6 +30,14 @@ from cuqa_builder.answer_parsing import (
         ("The answer is\n\n  New Zealand\nbecause it hosted both.", "New Zealand"),
         ("\n\nover 70 percent..\nExplanation: the vote share.", "over 70 percent"),
         ("U.S.", "U.S"),
+        # A quote opened inside the answer keeps its close and what it encloses (issue 32.14).
+        ('The party is called "Forward."', 'The party is called "Forward."'),
+        ('The party is called "Forward".', 'The party is called "Forward"'),
+        ('"Forward."', "Forward"),
+        ('"Ada" and "Ben".', '"Ada" and "Ben"'),
+        ("**Ada Quill**.", "Ada Quill"),
+        ("“Port Vela”", "Port Vela"),
+        ('Port Vela."', "Port Vela"),
         ("", ""),
         # JSON replies, fenced or not (issue 26, fault 6): never the fence's tag "json"
         ('```json\n{"final_answer": "Ankara"}\n```', "Ankara"),

@@ -560,3 +560,135 @@ def test_batch_file_rounds_stop_and_go_on_to_the_live_scores(workspace: Path, ca
     live = [{k: p[k] for k in ("id", "prediction", "em", "f1")}
             for p in read_lines(workspace / "live" / "predictions.jsonl")]
     assert sorted(scores, key=str) == sorted(live, key=str)
+
+
+# --- Self-DC's dependent sub-questions, counts over a run of commands, prices (issue 32) -----
+
+Q_MAYOR = "Which town elected the winner of the Lunar Chess Open as mayor?"
+SUB_WINNER = "Who won the Lunar Chess Open?"
+SUB_DEPENDENT = "Which town elected #1 as mayor?"
+MAYOR_EVENTS = {
+    "ev-chess": "The Lunar Chess Open is won by Ada Quill.",
+    "ev-mayor": "Ada Quill is elected mayor of Brindle.",
+}
+
+
+def dependent_model(body: dict[str, Any]) -> Reply:
+    """Self-DC on Q_MAYOR: uncertain, it splits into SUB_WINNER and a sub-question naming its
+    answer "#1"; every sub-question is unknown (retrieved); a passage is read honestly, so only
+    the filled sub-question "Which town elected Ada Quill as mayor?" finds Brindle."""
+    prompt = last_user_message(body)
+    question = re.findall(r"Question: (.*)", prompt)[-1]
+    if "indicate your level of confidence" in prompt:
+        return Reply(f"Answer: x\nConfidence (0-100): {40 if question == Q_MAYOR else 10}%")
+    if "divide the question into smaller" in prompt:
+        return Reply(f"#1: {SUB_WINNER}, #2: {SUB_DEPENDENT}")
+    if "Here are all related sub-questions" in prompt:
+        return Reply("Brindle" if "Answer: Brindle" in prompt else "It cannot be determined.")
+    passage = prompt.split("Passage: ")[1].split("\nQuestion:")[0]
+    if question == SUB_WINNER and MAYOR_EVENTS["ev-chess"] in passage:
+        return Reply("Ada Quill")
+    if "Ada Quill as mayor" in question and MAYOR_EVENTS["ev-mayor"] in passage:
+        return Reply("Brindle")
+    return Reply("It cannot be determined which politician #1 is.")
+
+
+def answer_rounds_until_done(args: list[str], respond: Any, capsys) -> tuple[int, list[str]]:
+    """Run a --batch-files command, answering each round it writes, until it finishes; the
+    commands run and what each wrote to stderr."""
+    rounds = Path(args[args.index("--batch-files") + 1])
+    errs = []
+    while (status := main(args)) == 75:
+        errs.append(capsys.readouterr().err)
+        for source in sorted(rounds.glob("round-*.input.jsonl")):
+            target = source.with_name(source.name.replace(".input.", ".output."))
+            if not target.exists():
+                lines = source.read_text().splitlines()
+                target.write_text("\n".join(answer_batch_file(lines, respond)) + "\n")
+    assert status == 0
+    errs.append(capsys.readouterr().err)
+    return len(errs), errs
+
+
+def test_self_dc_fill_and_literal_through_batch_files_side_by_side(
+    tmp_path: Path, capsys, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 32.12, 13 and 15: both settings of --self-dc-dependent run through --batch-files
+    rounds (one rounds directory) on the same item, and the report puts them side by side; the
+    last command counts the whole run; an offline engine has no price to warn about."""
+    data = tmp_path / "q.jsonl"
+    data.write_text(json.dumps({"id": "m1", "question": Q_MAYOR, "answers": ["Brindle"]}) + "\n")
+    write_jsonl(tmp_path / "events.jsonl", [
+        Event(id=id, date=date(2031, 5, 9), text=text, source=SOURCE)
+        for id, text in MAYOR_EVENTS.items()])
+    finals = {}
+    for setting in ("fill", "literal"):
+        args = ["--data", str(data), "--method", "self-dc", "--self-dc-dependent", setting,
+                "--corpus", str(tmp_path / "events.jsonl"), "--model", "scripted", "-q",
+                "--out", str(tmp_path / setting), "--batch-files", str(tmp_path / "rounds")]
+        commands, errs = answer_rounds_until_done(args, dependent_model, capsys)
+        assert commands > 2
+        finals[setting] = errs[-1]
+    assert "no price known" not in caplog.text
+
+    fill = read_lines(tmp_path / "fill" / "predictions.jsonl")[0]
+    literal = read_lines(tmp_path / "literal" / "predictions.jsonl")[0]
+    assert (fill["prediction"], fill["cover_em"]) == ("Brindle", 1.0)
+    assert literal["cover_em"] == 0.0
+    [filled] = [s for s in fill["trace"] if s["name"] == "self-dc-fill"]
+    assert filled["data"]["question"] == "Which town elected Ada Quill as mayor?"
+    queries = [s["input"] for s in fill["trace"] if s["kind"] == "retrieval"]
+    assert queries == [SUB_WINNER, "Which town elected Ada Quill as mayor?"]
+    assert [s["input"] for s in literal["trace"] if s["kind"] == "retrieval"] == [
+        SUB_WINNER, SUB_DEPENDENT]
+
+    # The last command answered the last round only; the whole run is metrics.json's count.
+    metrics = json.loads((tmp_path / "fill" / "metrics.json").read_text())
+    whole = int(metrics["llm_calls"]["total"])
+    this = re.search(r"LLM, this command: (\d+) calls, (\d+) cache hits", finals["fill"])
+    assert this is not None and int(this.group(1)) < whole
+    assert (f"LLM, the whole run: {whole} calls by the method for 1 questions, "
+            f"{int(metrics['tokens']['total'])} tokens") in finals["fill"]
+    # confidence, decompose; each sub-question: confidence, read; combine
+    assert fill["llm_calls"] == whole == 2 + 2 * 2 + 1
+
+    report = tmp_path / "REPORT.md"
+    assert main(["report", str(tmp_path / "fill"), str(tmp_path / "literal"),
+                 "--out", str(report)]) == 0
+    text = report.read_text()
+    assert "| Self-DC (verb, #k filled) | 100.0 | 100.0 | 100.0 | – |" in text
+    assert "| Self-DC (verb) | 0.0 | 0.0 | 0.0 | – |" in text
+
+
+def test_an_unknown_price_is_said_once_per_run(
+    workspace: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 32.15: every command of a run warned again; the first one that paid says it."""
+    data = str(workspace / "cuqa.jsonl")
+    with ScriptedLLM(scripted_model(set())) as llm:
+        assert cli(llm, workspace, "run", "--data", data, "--method", "direct",
+                   "--limit", "1") == 0
+        assert caplog.text.count("no price known for model 'scripted'") == 1
+        caplog.clear()
+        assert cli(llm, workspace, "run", "--data", data, "--method", "direct") == 0
+        assert llm.calls == 3  # the second command paid for two more
+    assert "no price known" not in caplog.text
+
+
+def test_a_self_dc_run_recorded_before_filling_resumes_only_as_literal(
+    workspace: Path, capsys
+) -> None:
+    """A Self-DC directory whose eval.json predates --self-dc-dependent asked its sub-questions
+    as written: the default (fill) would mix two behaviours in it, so it is refused."""
+    args = ["--data", str(workspace / "cuqa.jsonl"), "--method", "self-dc", "--limit", "1",
+            "--corpus", str(workspace / "events.jsonl")]
+    with ScriptedLLM(scripted_model(set())) as llm:
+        assert cli(llm, workspace, "sdc", *args, "--self-dc-dependent", "literal") == 0
+        settings = workspace / "sdc" / "eval.json"
+        recorded = json.loads(settings.read_text())
+        del recorded["options"]["self_dc_dependent"]  # as an older cuqa-eval wrote it
+        settings.write_text(json.dumps(recorded))
+        capsys.readouterr()
+        assert cli(llm, workspace, "sdc", *args) == 1
+        assert "holds a run with other settings (options differ)" in capsys.readouterr().err
+        assert cli(llm, workspace, "sdc", *args, "--self-dc-dependent", "literal") == 0

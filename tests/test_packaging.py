@@ -76,3 +76,15 @@ def test_an_installed_wheel_reads_its_own_copies(wheel: Path, tmp_path: Path) ->
         str(site / "cuqa_builder" / "prompts" / "merge_questions.txt"),
         str(site / "cuqa_builder" / "annotation" / "labeling_config.xml"),
     ]
+
+
+def test_the_hf_extra_brings_datasets_for_the_card_s_snippet(wheel: Path) -> None:
+    """Issue 32.10: `pip install .[hf]` installs what a release's card loads it with; the test
+    extra has it too, so the card's snippet is tested."""
+    with zipfile.ZipFile(wheel) as archive:
+        (name,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        metadata = archive.read(name).decode("utf-8").splitlines()
+    assert "Provides-Extra: hf" in metadata
+    wanted = {line for line in metadata if line.startswith("Requires-Dist: datasets")}
+    assert wanted == {"Requires-Dist: datasets>=2.19; extra == 'hf'",
+                      "Requires-Dist: datasets>=2.19; extra == 'test'"}

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import jsonschema
@@ -16,10 +19,12 @@ from cuqa_builder.jsonio import atomic_write_json, write_jsonl
 from cuqa_builder.records import CheckFailure, CuqaItem, Event, EventSource, Review, Validation
 from cuqa_builder.review_report import ReviewReport
 from cuqa_builder.run import Manifest, ValidationInfo, save_run_info
+from cuqa_builder.snapshot import snapshot_sha256
 from cuqa_builder.validation.limits import Limits
 from tests.validation_samples import aab, abc, hard
 
 NAME = "cuqa-test-2023-04"
+SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "wiki-sample"
 
 
 def reviewed_items() -> list[CuqaItem]:
@@ -74,7 +79,9 @@ def test_release_writes_the_five_files(folder: Path, run: Path) -> None:
     assert sorted(p.name for p in folder.iterdir()) == [
         "README.md", "cuqa.jsonl", "manifest.json", "schema.json", "stats.json"
     ]
-    assert (folder / "manifest.json").read_text() == (run / "manifest.json").read_text()
+    released = json.loads((folder / "manifest.json").read_text())
+    assert released == {**json.loads((run / "manifest.json").read_text()),
+                        "snapshot": None, "snapshot_sha256": None}
 
 
 def test_released_lines_load_with_json_and_keep_their_review(folder: Path) -> None:
@@ -182,13 +189,28 @@ def test_the_release_loads_with_datasets(
 ) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     datasets = pytest.importorskip("datasets")
-    cache = str(tmp_path / "hf-cache")
-    plain = datasets.load_dataset(
-        "json", data_files=str(folder / "cuqa.jsonl"), split="train", cache_dir=cache
-    )
-    assert plain["id"] == [i.id for i in reviewed_items()]
-    by_card = datasets.load_dataset(str(folder), split="test", cache_dir=cache)
+    by_card = datasets.load_dataset(str(folder), split="test", cache_dir=str(tmp_path / "hf"))
     assert by_card.num_rows == 3 and by_card[2]["difficulty"] == "hard"
+
+
+def test_the_card_s_snippet_loads_the_split_its_header_declares(
+    folder: Path, tmp_path: Path
+) -> None:
+    """Issue 32.10: the card's `load_dataset("json", data_files=...)` gave a `train` split
+    while its header declares `test`. The card's own lines run in the release folder."""
+    pytest.importorskip("datasets")
+    header, body = card_parts(folder)
+    assert "split: test" in header
+    snippet = [line for line in body.splitlines()
+               if line.startswith("import datasets") or "datasets.load_dataset(\"json\"" in line]
+    assert len(snippet) == 2, snippet
+    script = "\n".join([*snippet, "print(sorted(cuqa.info.splits), cuqa.split, cuqa.num_rows)"])
+    environment = {**os.environ, "HF_HUB_OFFLINE": "1",
+                   "HF_DATASETS_CACHE": str(tmp_path / "hf"), "HF_HOME": str(tmp_path / "hf")}
+    done = subprocess.run([sys.executable, "-c", script], cwd=folder, env=environment,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["['test']", "test", "3"]
 
 
 # --- an unreviewed, offline run; errors -----------------------------------------------------
@@ -206,9 +228,35 @@ def test_an_offline_unreviewed_run_says_so(run: Path, tmp_path: Path) -> None:
     folder = root / NAME
     assert not (folder / "manifest.json").exists()  # the earlier release's is gone too
     body = card_parts(folder)[1]
+    assert body.startswith("\n# CuQA: cuqa-test-2023-04\n\n> **Not reviewed.** No person has "
+                           "reviewed these 1 items")
     assert "No human review report was found" in body
+    assert "(not reviewed by a person); the dataset is shared" in body
     assert "The run left no page manifest" in body
     assert cuqa_builder.load(folder)[0].review.status == "unreviewed"
+
+
+def test_the_summary_and_the_card_say_whether_anyone_reviewed_the_items(
+    run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 32.8: an unreviewed release said "3 items (0 accepted by review)"."""
+    root = tmp_path / "output"
+    reviewed = reviewed_items()
+    cases = [
+        (reviewed, "3 items, all accepted by review ->", None),
+        ([make().to_item() for make in (aab, abc, hard)],
+         "3 items, none reviewed: released as unreviewed ->",
+         "> **Not reviewed.** No person has reviewed these 3 items: they are released as the "
+         "automatic checks left them (`review.status` is `unreviewed` on every line)."),
+        ([*reviewed[:2], hard().to_item()], "3 items, 2 accepted by review, 1 unreviewed ->",
+         "> **Partly reviewed.** 1 of the 3 items were not reviewed by a person"),
+    ]
+    for items, said, notice in cases:
+        write_jsonl(run / "cuqa.jsonl", items)
+        assert release(run, root, "--name", NAME) == 0
+        assert said in capsys.readouterr().out
+        top = card_parts(root / NAME)[1].split("CuQA (Compositional", 1)[0]
+        assert (notice in top) if notice else ("reviewed" not in top), top
 
 
 def test_the_card_counts_released_items_that_failed_a_check(run: Path, tmp_path: Path) -> None:
@@ -245,14 +293,16 @@ def test_a_card_from_a_snapshot_links_no_revision_and_says_what_it_was_built_by(
     connected = item.model_copy(update={"generator": item.generator.model_copy(
         update={"recipe": "connected"})})
     write_jsonl(run / "cuqa.jsonl", [connected])
-    manifest = Manifest(api=None, fetched=None, snapshot="examples/wiki-sample",
+    # as the events stage wrote a run's manifest before it recorded the snapshot's hash
+    manifest = Manifest(api=None, fetched=None, snapshot=str(SAMPLE),
                         pages={connected.event.source_title: 1})
     atomic_write_json(run / "manifest.json", manifest.model_dump())
     assert release(run, tmp_path / "output", "--name", NAME) == 0
     body = card_parts(tmp_path / "output" / NAME)[1]
-    assert ("Events come from 1 page of the local snapshot `examples/wiki-sample` (year "
-            "articles and Current events pages in Wikipedia's format); its revision ids are not "
-            "checked against Wikipedia, so none is linked:\n\n"
+    assert ("Events come from 1 page of the local snapshot `wiki-sample` (content sha256 "
+            f"`{snapshot_sha256(SAMPLE)}`; year articles and Current events pages in "
+            "Wikipedia's format); its revision ids are not checked against Wikipedia, so none "
+            "is linked:\n\n"
             f"- {connected.event.source_title} (revision {connected.event.revid})\n") in body
     assert "oldid" not in body and "Algorithm 1 of the Self-DC paper, with the prompts" not in body
     assert "--revisions" not in body  # its ids are no Wikipedia revisions to fetch
@@ -261,13 +311,27 @@ def test_a_card_from_a_snapshot_links_no_revision_and_says_what_it_was_built_by(
 
 
 def test_a_snapshot_run_s_manifest_names_no_wiki_and_no_fetch(tmp_path: Path) -> None:
-    sample = Path(__file__).resolve().parents[1] / "examples" / "wiki-sample"
+    """The run's manifest keeps where its snapshot is; the released copy names it by its
+    directory and content hash, so no path of this machine leaves it (issue 32.9)."""
     out = tmp_path / "run"
     assert main(["--out", str(out), "--cutoff", "2023-04", "--until", "2023-12-31",
-                 "--source", str(sample), "--stage", "events", "-q"]) == 0
+                 "--source", str(SAMPLE), "--stage", "events", "-q"]) == 0
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["api"] is None and manifest["fetched"] is None
-    assert manifest["snapshot"] == str(sample) and manifest["pages"]["2023"] == 1
+    assert manifest["snapshot"] == str(SAMPLE) and manifest["pages"]["2023"] == 1
+    assert manifest["snapshot_sha256"] == snapshot_sha256(SAMPLE)
+
+    write_jsonl(out / "cuqa.jsonl", [aab().to_item()])
+    assert release(out, tmp_path / "output", "--name", NAME) == 0
+    folder = tmp_path / "output" / NAME
+    released = json.loads((folder / "manifest.json").read_text())
+    assert (released["snapshot"], released["snapshot_sha256"]) == (
+        "wiki-sample", snapshot_sha256(SAMPLE))
+    assert released["pages"] == manifest["pages"]
+    for path in folder.iterdir():
+        text = path.read_text(encoding="utf-8")
+        assert str(SAMPLE.parent) not in text and str(tmp_path) not in text, path.name
+    assert "local snapshot `wiki-sample` (content sha256 `" in card_parts(folder)[1]
 
 
 def test_validate_then_release_end_to_end(tmp_path: Path) -> None:
@@ -282,10 +346,26 @@ def test_validate_then_release_end_to_end(tmp_path: Path) -> None:
     ]
     stats = json.loads((tmp_path / "o" / "e2e" / "stats.json").read_text())
     assert stats["validation"]["limits"]["max_question_words"] == 60
+    assert stats["composed"] == {"by_model": 1, "from_structure": 2,
+                                 "models": ["scripted-generator"]}
     card = (tmp_path / "o" / "e2e" / "README.md").read_text()
-    assert ("Automatic checks: one question ending in `?`, 4-60 words (at most 15 characters a "
-            "word on average), no prompt residue, no HTML or wiki markup") in card
-    assert "a non-empty answer of at most 10 words" in card
+    # Every check validate ran, with its counts over the candidates (issue 32.9).
+    for row in ("| `one_question` | one question ending in `?` | 3 | 0 |",
+                "| `question_length` | 4-60 words (at most 15 characters a word on average) | 3 "
+                "| 0 |",
+                "| `short_answer` | a non-empty answer of at most 10 words | 3 | 0 |",
+                "| `bridge_in_question` | in ABC items the bridge entity absent from the question "
+                "| 2 | 0 |",
+                "| `near_duplicate` | no near-duplicates (the same event and answer, or a reworded "
+                "question) | 3 | 0 |"):
+        assert row in card, row
+    assert "`connected`" not in card  # no checker ran: none is claimed
+    # How the items were composed: the hard item's merge is a generation call, the easy
+    # items record none.
+    assert "- Written by a language model: **1** items, by `scripted-generator`" in card
+    assert "- Composed from structure: **2** items, with no generation call" in card
+    assert "The questions were composed from those texts, 1 by a language model and 2 by rule"\
+        in card
 
 
 @pytest.mark.parametrize(

@@ -84,11 +84,11 @@ def test_self_dc_routes_and_confidence_histogram(tmp_path: Path) -> None:
     text = report.read_text()
     assert "## Self-DC: routes and confidences (section 6.4)" in text
     # Route, questions, share, Cover-EM and Acc of those questions, decisions at any depth.
-    assert "| Self-DC (verb) | decompose | 1 | 33.3 | 0.0 | – | 1 |" in text
-    assert "| Self-DC (verb) | generate | 1 | 33.3 | 100.0 | – | 2 |" in text
-    assert "| Self-DC (verb) | retrieve | 1 | 33.3 | 100.0 | – | 2 |" in text
-    assert ("| Self-DC (verb) | 3 | 33.3 | 0.0 | 0.0 | 0.0 | 33.3 | 0.0 | 0.0 | 0.0 | 0.0 | "
-            "33.3 | 0.0 |") in text
+    assert "| Self-DC (verb, #k filled) | decompose | 1 | 33.3 | 0.0 | – | 1 |" in text
+    assert "| Self-DC (verb, #k filled) | generate | 1 | 33.3 | 100.0 | – | 2 |" in text
+    assert "| Self-DC (verb, #k filled) | retrieve | 1 | 33.3 | 100.0 | – | 2 |" in text
+    assert ("| Self-DC (verb, #k filled) | 3 | 33.3 | 0.0 | 0.0 | 0.0 | 33.3 | 0.0 | 0.0 | 0.0 | "
+            "0.0 | 33.3 | 0.0 |") in text
     assert "| Method | n | 0 | 1-10 | 11-20 |" in text
     assert (tmp_path / "REPORT-confidence.png").read_bytes()[:8] == PNG
 

@@ -427,6 +427,64 @@ def test_self_dc_decomposes_recurses_and_combines() -> None:
     assert routes(run, "self-dc")[0]["sub_questions"] == [SUB_WINNER, SUB_TOWN]
 
 
+DEPENDENT_TOWN = "Which town elected #1 as mayor?"
+
+
+def dependent_rules(town_reading: str) -> PromptRules:
+    """QUESTION decomposes into SUB_WINNER (known) and a sub-question naming its answer "#1"
+    (unknown: retrieved); the read of the filled one answers `town_reading`."""
+    return PromptRules([
+        ((CONFIDENCE, q(QUESTION)), confidence(40)),
+        ((CONFIDENCE, q(SUB_WINNER)), confidence(95)),
+        ((CONFIDENCE,), confidence(10)),
+        ((DECOMPOSE, q(QUESTION)), f"#1: {SUB_WINNER}, #2: {DEPENDENT_TOWN}"),
+        ((GENERATE, SUB_WINNER), "The 2031 Lunar Chess Open was won by Ada Quill."),
+        ((READ, q(SUB_WINNER)), "Ada Quill"),
+        ((READ, q(SUB_TOWN)), town_reading),
+        ((READ, q(DEPENDENT_TOWN)), "It cannot be determined which politician #1 is."),
+        ((COMBINE,), "Brindle"),
+    ])
+
+
+def test_self_dc_fills_an_earlier_answer_into_a_dependent_sub_question() -> None:
+    """Issue 32.12: "#1" is replaced by sub-question 1's answer before sub-question 2 is
+    asked, retrieved for and combined; the trace records the filling."""
+    retriever = MemoryRetriever(CORPUS)
+    prediction, run, llm = solve("self-dc", QUESTION, dependent_rules("Brindle"),
+                                 retriever=retriever)
+    assert prediction == "Brindle"
+    assert retriever.queries == [SUB_TOWN]  # "Which town elected Ada Quill as mayor?"
+    [fill] = routes(run, "self-dc-fill")
+    assert fill == {"depth": 2, "written": DEPENDENT_TOWN, "question": SUB_TOWN,
+                    "filled": {"#1": "Ada Quill"}}
+    [retrieval] = [step for step in run.trace if step.kind == "retrieval"]
+    assert retrieval.input == SUB_TOWN
+    combine = next(p for p in prompts_sent(llm) if COMBINE in p)
+    assert (f"#1: {SUB_WINNER} Answer: Ada Quill\n#2: {SUB_TOWN} Answer: Brindle\n"
+            "According") in combine
+    assert not any("#1 as mayor" in p for p in prompts_sent(llm))
+
+
+def test_self_dc_literal_asks_a_dependent_sub_question_as_written() -> None:
+    """--self-dc-dependent literal: Figure 3 as the paper wrote it, "#1" and all."""
+    retriever = MemoryRetriever(CORPUS)
+    _, run, llm = solve("self-dc", QUESTION, dependent_rules("Brindle"), retriever=retriever,
+                        self_dc_dependent="literal")
+    assert retriever.queries == [DEPENDENT_TOWN]
+    assert routes(run, "self-dc-fill") == []
+    combine = next(p for p in prompts_sent(llm) if COMBINE in p)
+    assert (f"#2: {DEPENDENT_TOWN} Answer: It cannot be determined which politician #1 is"
+            "\nAccording") in combine
+
+
+def test_a_sub_answer_ending_in_a_quoted_phrase_reaches_the_combine_prompt_whole() -> None:
+    """Issue 32.14: the closing quote and the full stop inside it were cut off."""
+    rules = dependent_rules('The town that elected her is called "Brindle."')
+    _, _, llm = solve("self-dc", QUESTION, rules)
+    combine = next(p for p in prompts_sent(llm) if COMBINE in p)
+    assert f'#2: {SUB_TOWN} Answer: The town that elected her is called "Brindle."\n' in combine
+
+
 def test_self_dc_one_sub_question_ends_in_retrieve_then_read() -> None:
     rules = PromptRules([
         ((CONFIDENCE,), confidence(40)),

@@ -421,8 +421,12 @@ def test_validate_stage_writes_verdicts_and_the_passed_items(
     assert rows["bridge_in_question"] == ["2", "1"]  # the two ABC items and the hard one
     assert rows["duplicate"] == ["5", "1"]
     info = json.loads((tmp_path / "run.json").read_text())
+    counts = info["validation"].pop("counts")  # the summary's table, for the release's card
     assert info["validation"] == {"limits": {
         "min_question_words": 4, "max_question_words": 60, "max_answer_words": 10}}
+    assert {name: [str(c["passed"]), str(c["failed"])] for name, c in counts.items()} == {
+        name: rows[name] for name in counts}
+    assert list(counts)[:3] == ["one_question", "question_length", "template_residue"]
 
 
 def test_validate_stage_limits_come_from_the_command_line(tmp_path: Path) -> None:

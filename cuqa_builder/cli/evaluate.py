@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractContextManager, AsyncExitStack, asynccontextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cuqa_builder import __version__
@@ -25,7 +25,15 @@ from cuqa_builder.evaluation.datasets import EvalItem, load_items
 from cuqa_builder.evaluation.estimate import EvalCommand
 from cuqa_builder.evaluation.gap import evaluate_gap
 from cuqa_builder.evaluation.harness import Evaluation, evaluate
-from cuqa_builder.evaluation.outputs import GAP, SWEEP, EvalSettings, RetrieverInfo, Scoring
+from cuqa_builder.evaluation.outputs import (
+    GAP,
+    METRICS,
+    SWEEP,
+    EvalSettings,
+    RetrieverInfo,
+    Scores,
+    Scoring,
+)
 from cuqa_builder.evaluation.reproduce import TABLES, reproduce
 from cuqa_builder.evaluation.sweep import parse_values, sweep
 from cuqa_builder.jsonio import atomic_write_text
@@ -96,7 +104,7 @@ def _evaluation_arguments(
         _method_arguments(parent, method_default)
     else:
         parent.set_defaults(method=method_default, confidence=None, alpha=None, beta=None,
-                            depth=None, raisf_depth=None, top_k=None)
+                            depth=None, self_dc_dependent=None, raisf_depth=None, top_k=None)
 
     _retrieval_arguments(parent)
     _scoring_and_judge_arguments(parent)
@@ -125,6 +133,12 @@ def _method_arguments(parent: argparse.ArgumentParser, method_default: str | Non
     method.add_argument("--alpha", type=float, help="Self-DC alpha (default: 0.4)")
     method.add_argument("--beta", type=float, help="Self-DC beta (default: 0.1)")
     method.add_argument("--depth", type=int, help="Self-DC max depth t (default: 3)")
+    method.add_argument("--self-dc-dependent", choices=("fill", "literal"),
+                        help="Self-DC sub-questions that refer to an earlier one's answer "
+                        "(\"#1\"): fill, replace \"#k\" by sub-question k's answer before "
+                        "asking and retrieving (default; our deviation: the paper's prompt asks "
+                        "for independent parts, but models write dependent ones); literal, ask "
+                        "them as written, as the paper's Figure 3 does")
     method.add_argument("--raisf-depth", type=int, help="RA-ISF depth threshold (default: 3)")
     method.add_argument("--top-k", type=int, help="passages per retrieval (default: 3)")
 
@@ -248,7 +262,8 @@ def with_default_command(argv: list[str]) -> list[str]:
 
 def solver_options(args: argparse.Namespace) -> SolverOptions:
     given = {"confidence": args.confidence, "alpha": args.alpha, "beta": args.beta,
-             "depth": args.depth, "raisf_depth": args.raisf_depth, "top_k": args.top_k}
+             "depth": args.depth, "self_dc_dependent": args.self_dc_dependent,
+             "raisf_depth": args.raisf_depth, "top_k": args.top_k}
     return SolverOptions.checked(**{k: v for k, v in given.items() if v is not None})
 
 
@@ -317,6 +332,9 @@ def judge_settings(settings: LLMSettings, judge_model: str, api: str) -> LLMSett
 class Session:
     evaluation: Evaluation
     items: list[EvalItem]
+    # The scores of every run the command finished, each over all its predictions (earlier
+    # commands' too): the summary's figures for the whole run.
+    finished: list[Scores] = field(default_factory=list)
 
 
 @asynccontextmanager
@@ -357,9 +375,14 @@ async def open_session(args: argparse.Namespace) -> AsyncIterator[Session]:
         from cuqa_builder.evaluation.estimate import plan_evaluation
 
         plan = (await plan_evaluation(_asked(args), options, settings))[0]
-        yield Session(evaluation, items)
+        session = Session(evaluation, items)
+        yield session
         print(_usage_line(gateway.stats), file=sys.stderr)
-        print(compare(plan, gateway.stats), file=sys.stderr)
+        print(_whole_run_line(session.finished), file=sys.stderr)
+        # A --batch-files run is one of several commands (each replays the ones before): the
+        # estimate of the whole run says nothing about one of them.
+        if settings.batch_mode != "files":
+            print(compare(plan, gateway.stats), file=sys.stderr)
         if isinstance(retriever, WebSearchRetriever):
             print(_search_line(retriever), file=sys.stderr)
 
@@ -376,9 +399,19 @@ def _asked(args: argparse.Namespace) -> EvalCommand:
 
 
 def _usage_line(stats: GatewayStats) -> str:
-    return (f"LLM: {stats.calls} calls, {stats.cache_hits} cache hits, {stats.failures} "
-            f"failures, {stats.prompt_tokens + stats.completion_tokens} tokens, "
-            f"${stats.cost:.4f}, {stats.wall_s:.1f} s")
+    return (f"LLM, this command: {stats.calls} calls, {stats.cache_hits} cache hits, "
+            f"{stats.failures} failures, {stats.prompt_tokens + stats.completion_tokens} "
+            f"tokens, ${stats.cost:.4f}, {stats.wall_s:.1f} s")
+
+
+def _whole_run_line(finished: list[Scores]) -> str:
+    """What the method asked over every command of the run (a resumed or --batch-files run
+    makes its earlier calls again from the cache), as metrics.json counts it."""
+    questions = sum(scores.n for scores in finished)
+    calls = round(sum(scores.llm_calls.total for scores in finished))
+    tokens = round(sum(scores.tokens.total for scores in finished))
+    return (f"LLM, the whole run: {calls} calls by the method for {questions} questions, "
+            f"{tokens} tokens (as {METRICS} counts them; judge calls apart)")
 
 
 def _search_line(web: WebSearchRetriever) -> str:
@@ -393,12 +426,14 @@ def _search_line(web: WebSearchRetriever) -> str:
 async def command_run(args: argparse.Namespace) -> str:
     async with open_session(args) as session:
         outcome = await evaluate(session.evaluation, session.items, args.out)
+        session.finished.append(outcome.metrics)
     return outcome.summary(args.out)
 
 
 async def command_gap(args: argparse.Namespace) -> str:
     async with open_session(args) as session:
-        result, _, _ = await evaluate_gap(session.evaluation, session.items, args.out)
+        result, composed, parts = await evaluate_gap(session.evaluation, session.items, args.out)
+        session.finished += [composed.metrics, parts.metrics]
     gap = "n/a (no item has all its sub-questions right)" if result.gap is None else (
         f"{100 * result.gap:.1f}%")
     return (f"compositionality gap {gap}: {result.subs_right_composed_wrong} of "
@@ -410,6 +445,7 @@ async def command_sweep(args: argparse.Namespace) -> str:
     values = parse_values(args.param, args.values)
     async with open_session(args) as session:
         rows = await sweep(session.evaluation, session.items, args.out, args.param, values)
+        session.finished += rows
     lines = [f"{args.param}={r.value:g}: cover-em {r.cover_em:.3f} em {r.em:.3f} f1 {r.f1:.3f}"
              + (f" acc {r.acc:.3f}" if r.acc is not None else "")
              + f", retrieval calls {r.retrieval_calls.total:g}" for r in rows]
@@ -442,6 +478,7 @@ async def command_reproduce(args: argparse.Namespace) -> str:
     args.api = args.api or spec.api
     async with open_session(args) as session:
         results = await reproduce(session.evaluation, session.items, args.out, spec)
+        session.finished += [outcome.metrics for _, outcome in results]
     path = args.out / f"{args.table.upper()}.md"
     atomic_write_text(path, table_report(spec, [(row, o.metrics) for row, o in results]))
     failed = sum(o.failed for _, o in results)

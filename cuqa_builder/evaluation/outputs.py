@@ -5,9 +5,9 @@ and `gap.json` (`GapFile`). Every writer and reader of these files goes through 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, Field, ValidationError, computed_field
+from pydantic import BaseModel, Field, ValidationError, computed_field, model_validator
 
 from cuqa_builder.errors import CuqaError
 from cuqa_builder.evaluation.datasets import GoldQuestion
@@ -62,6 +62,18 @@ class EvalSettings(BaseModel):
     judge_api: str | None = None
     scoring: Scoring = Field(default_factory=Scoring)
     part: str | None = None  # a gap run's half: "composed" or "sub-questions"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _self_dc_before_filling(cls, data: Any) -> Any:
+        """A Self-DC run recorded before sub-questions' "#k" were filled asked them as
+        written: read so, its directory is not resumed under the other setting."""
+        if not isinstance(data, dict) or data.get("method") != "self-dc":
+            return data
+        options = data.get("options")
+        if isinstance(options, dict) and "self_dc_dependent" not in options:
+            return {**data, "options": {**options, "self_dc_dependent": "literal"}}
+        return data
 
 
 class Prediction(GoldQuestion):

@@ -108,7 +108,9 @@ def collect(dirs: Sequence[Path]) -> Found:
 def method_label(run: EvalSettings, with_model: bool) -> str:
     label = DISPLAY_NAMES.get(run.method, run.method)
     if run.method == "self-dc":
-        label += f" ({run.options.confidence})"
+        # "#k filled" is our deviation from Figure 3 (--self-dc-dependent), so it is named.
+        filled = ", #k filled" if run.options.self_dc_dependent == "fill" else ""
+        label += f" ({run.options.confidence}{filled})"
     return f"{label} [{run.model}]" if with_model else label
 
 

@@ -43,9 +43,13 @@ class TableSpec:
     beta: float = 0.1
 
     def options(self, row: Row) -> SolverOptions:
-        """Section 5.2's settings (SolverOptions' defaults) with the row's alpha and beta."""
+        """Section 5.2's settings (SolverOptions' defaults) with the row's alpha and beta, and
+        Self-DC's sub-questions asked as written (Figure 3)."""
         alpha = self.alpha_prob if row.confidence == "prob" else self.alpha_verb
-        return SolverOptions(confidence=row.confidence, alpha=alpha, beta=self.beta)
+        options = SolverOptions(confidence=row.confidence, alpha=alpha, beta=self.beta)
+        if row.method == "self-dc":
+            return options.model_copy(update={"self_dc_dependent": "literal"})
+        return options
 
 
 BASELINES = (

@@ -220,10 +220,10 @@ class Gateway:
         if stored != raw:
             body = json.loads(stored)  # the caller gets what the cache keeps (see above)
         result = ChatResult.from_body(body, self.model, latency_s=0.0, cached=False)
-        result.cost = self._prices.cost(
-            self.model, result.prompt_tokens, result.completion_tokens,
-            batch=self._settings.batch_mode == "api",
-        )
+        if self._settings.batch_mode == "api":
+            result.cost = self._prices.cost(
+                self.model, result.prompt_tokens, result.completion_tokens, batch=True)
+        # else an offline engine answered the files: it has no price, and its calls cost 0
         self._count(result)
         row = CallRow(
             key=submitted.key, model=self.model, canonical_request=submitted.request,
@@ -526,6 +526,8 @@ async def open_gateway(settings: LLMSettings) -> AsyncIterator[Gateway]:
             cache = CallCache(settings.cache_path)
             stack.callback(cache.close)
         prices = PriceTable.load(settings.prices_path)
+        if prices.price(model) is None and cache is not None and cache.samples(model, limit=1):
+            prices.said_before(model)  # an earlier command of the run paid for it, and warned
         gateway = Gateway(client, model, settings, cache, prices, secret, concurrency)
         if settings.uses_local_model:  # how fast it ran, for the next --estimate
             stack.callback(record_speed, model, gateway.speed)

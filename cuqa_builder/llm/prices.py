@@ -3,7 +3,9 @@
 The built-in figures are list prices as published when this table was written; they change, so
 `--prices FILE` (JSON `{"model": {"input": x, "output": y}}`) overrides or extends them. A dated
 model id (`gpt-4o-mini-2024-07-18`) takes the price of its longest listed prefix. Embedded models
-cost nothing. An unknown model costs 0 with one warning, so a run never stops over a price.
+cost nothing. An unknown model costs 0 with one warning per run (the gateway tells the table
+when the run's cache shows an earlier command paid for the model, and so warned), so a run never
+stops over a price. An offline engine answering `--batch-files` has no price: its calls cost 0.
 
 Batch API calls (`--batch`) cost half the live price, OpenAI's rule for its Batch API; a price
 file may give `batch_input`/`batch_output` for a provider with another rule.
@@ -90,6 +92,10 @@ class PriceTable:
         if model not in self._resolved:
             self._resolved[model] = self._lookup(model)
         return self._resolved[model]
+
+    def said_before(self, model: str) -> None:
+        """An earlier command of the run warned about `model` already: do not again."""
+        self._warned.add(model)
 
     def cost(
         self, model: str, prompt_tokens: int, completion_tokens: int, batch: bool = False

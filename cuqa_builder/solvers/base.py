@@ -28,6 +28,10 @@ class SolverOptions(BaseModel):
     alpha: float = Field(default=0.4, ge=0.0, le=1.0)
     beta: float = Field(default=0.1, ge=0.0, le=1.0)
     depth: int = Field(default=3, ge=1)  # Self-DC max iteration depth t
+    # Self-DC's sub-questions that name an earlier one's answer ("#1"): filled with it before
+    # they are asked (our deviation: models write dependent parts, though Table 21's prompt
+    # asks for independent ones), or asked as written, as the paper's Figure 3 does.
+    self_dc_dependent: Literal["fill", "literal"] = "fill"
     top_k: int = Field(default=3, ge=1)
     raisf_depth: int = Field(default=3, ge=0)
     temperature: float = 0.1  # paper 5.2: temperature and top_p 0.1 for all methods

@@ -9,11 +9,18 @@ of GenRead and RR. GenRead == Self-DC(0, 0) call for call: every confidence is >
 asked. RR and Self-DC(1, 0) differ: Figure 3 sends a confidence of exactly 1.0 (a verbal 100%) to
 generate-then-read, so Self-DC(1, 0) asks for each confidence (one call more per question than
 RR) and retrieves for every other value.
+
+Table 21's decomposition prompt asks for independent parts, but models write dependent ones
+("Which party was founded by the politician from #1?"). By default (`self_dc_dependent="fill"`,
+our deviation) the sub-questions are solved in order and each "#k" is replaced by the answer of
+sub-question k before the sub-question is asked, retrieved for and combined, as Self-Ask feeds
+its intermediate answers back; "literal" asks them as written, as Figure 3 does.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from typing import Literal
 
 from cuqa_builder.answer_parsing import (
@@ -28,6 +35,8 @@ from cuqa_builder.solvers.rr import retrieve_then_read
 CONFIDENCE = "solver_self_dc_confidence"
 DECOMPOSE = "solver_self_dc_decompose"
 COMBINE = "solver_self_dc_combine"
+FILL = "self-dc-fill"  # the trace's record of a sub-question whose "#k" was filled
+_REFERENCE = re.compile(r"#\s?(\d+)\b")  # "#1", "# 2": the answer of that sub-question
 
 
 async def verb_confidence(question: str, run: SolverRun) -> float:
@@ -53,6 +62,39 @@ async def confidence_of(question: str, run: SolverRun) -> float:
     if run.options.confidence == "prob":
         return await prob_confidence(question, run)
     return await verb_confidence(question, run)
+
+
+def fill_references(sub_question: str, answers: list[str]) -> tuple[str, dict[str, str]]:
+    """`sub_question` with each "#k" of an answered sub-question replaced by its answer (a
+    reference to itself or a later one stays as written), and the answers it took ("#1": ...)."""
+    filled: dict[str, str] = {}
+
+    def answer_of(found: re.Match[str]) -> str:
+        k = int(found.group(1))
+        if not 1 <= k <= len(answers):
+            return found.group(0)
+        filled[f"#{k}"] = answers[k - 1]
+        return answers[k - 1]
+
+    return _REFERENCE.sub(answer_of, sub_question), filled
+
+
+async def solve_in_order(
+    sub_questions: list[str], run: SolverRun, depth: int
+) -> tuple[list[str], list[str]]:
+    """Each sub-question solved in turn (its "#k" filled, unless literal): the questions as
+    asked, and their answers."""
+    asked: list[str] = []
+    answers: list[str] = []
+    for written in sub_questions:
+        question = written
+        if run.options.self_dc_dependent == "fill":
+            question, filled = fill_references(written, answers)
+            if filled:
+                run.route(FILL, depth=depth, written=written, question=question, filled=filled)
+        asked.append(question)
+        answers.append(await self_dc(question, run, depth))
+    return asked, answers
 
 
 def format_sub_qas(sub_questions: list[str], sub_answers: list[str]) -> str:
@@ -117,8 +159,8 @@ async def decompose_and_combine(
 
     run.route("self-dc", question=question, depth=depth, confidence=confidence,
               branch="decompose", reason="uncertain", sub_questions=sub_questions)
-    sub_answers = [await self_dc(sub, run, depth + 1) for sub in sub_questions]
-    values = {"question": question, "sub_qas": format_sub_qas(sub_questions, sub_answers)}
+    asked, sub_answers = await solve_in_order(sub_questions, run, depth + 1)
+    values = {"question": question, "sub_qas": format_sub_qas(asked, sub_answers)}
     combined = await run.ask(COMBINE, values)
     return run.conclude(combined.text)
 

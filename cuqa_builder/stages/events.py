@@ -46,7 +46,7 @@ from cuqa_builder.run import (
     index_url_for,
     load_run_info,
 )
-from cuqa_builder.snapshot import SnapshotError, iter_snapshot, page_kind
+from cuqa_builder.snapshot import SnapshotError, iter_snapshot, page_kind, snapshot_sha256
 from cuqa_builder.stages.fetch import now
 from cuqa_builder.wiki.portal import SkipSection, parse_portal, portal_day
 from cuqa_builder.wiki.titles import parse_sources
@@ -334,10 +334,11 @@ def _record_refresh(ctx: RunContext, previous: list[Event], current: list[Event]
 
 def _save_snapshot_manifest(ctx: RunContext, report: ParseReport) -> None:
     """Which page revisions the snapshot held, so `--revisions` can fetch the same ones."""
+    source = ctx.options.source.source.resolve()
     manifest = Manifest(  # read from disk: no wiki, no fetch
         api=None, fetched=None, pages=dict(sorted(report.revisions.items())),
         # absolute: a later command from another directory finds it again
-        snapshot=str(ctx.options.source.source.resolve()),
+        snapshot=str(source), snapshot_sha256=snapshot_sha256(source),
     )
     atomic_write_json(ctx.path(MANIFEST), manifest.model_dump())
 

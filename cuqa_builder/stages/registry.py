@@ -95,8 +95,8 @@ STAGES: tuple[Stage, ...] = (
           (CANDIDATES,), (ARTICLES, ARTICLE_PAGES), _ground),
     Stage("validate", "candidates -> verdicts with evidence, and the items that passed",
           (CANDIDATES,), (CANDIDATES, DATASET, RUN_INFO), _validate),
-    Stage("release", "reviewed items -> OUTPUT_ROOT/NAME/ with card, schema, stats", (DATASET,),
-          (), _release),
+    Stage("release", "the run's items, reviewed or not -> OUTPUT_ROOT/NAME/ with card, schema, "
+          "stats", (DATASET,), (), _release),
 )
 BY_NAME = {stage.name: stage for stage in STAGES}
 

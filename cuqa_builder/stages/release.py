@@ -28,6 +28,8 @@ from cuqa_builder.dataset_card import (
     CHANGELOG,
     SCHEMA,
     STATS,
+    CheckRun,
+    Composition,
     CutoffSubset,
     PageOrigin,
     ReleaseStats,
@@ -35,6 +37,8 @@ from cuqa_builder.dataset_card import (
     render_card,
 )
 from cuqa_builder.errors import describe_validation_error
+from cuqa_builder.generation.yield_report import item_calls
+from cuqa_builder.grounding.verdicts import BRIDGE, GROUNDING_CHECKS, KNOWN_HOP
 from cuqa_builder.jsonio import (
     JsonFileError,
     atomic_write_json,
@@ -45,7 +49,7 @@ from cuqa_builder.jsonio import (
 )
 from cuqa_builder.prompts import PromptError, load_prompt
 from cuqa_builder.records import Candidate, CuqaItem, Event, EventRef
-from cuqa_builder.refresh import event_refs, staleness
+from cuqa_builder.refresh import STALE, event_refs, staleness
 from cuqa_builder.review_report import ReviewReport
 from cuqa_builder.run import (
     CANDIDATES,
@@ -55,18 +59,32 @@ from cuqa_builder.run import (
     REVIEW_REPORT,
     Manifest,
     RunContext,
+    ValidationInfo,
     load_run_info,
 )
+from cuqa_builder.snapshot import snapshot_sha256
 from cuqa_builder.stages.options import RELEASE_NEEDS_NAME
 from cuqa_builder.validation.checks import describe_checks
+from cuqa_builder.validation.connected import CHECKER_ERROR
+from cuqa_builder.validation.critic import CRITIC_ERROR, CRITIC_PREFIX
 from cuqa_builder.validation.limits import Limits
+from cuqa_builder.validation.probes import (
+    DOES_NOT_COMPOSE,
+    KNOWN_PART_NOT_KNOWN,
+    NOT_UNKNOWN,
+    PROBE_ERROR,
+)
+from cuqa_builder.verification.checker import (
+    ANSWERED_WITH_EVENT,
+    CALL_NAMES,
+    CONNECTED,
+    ONE_ANSWER,
+    UNKNOWN_BEFORE_CUTOFF,
+)
 from cuqa_builder.window import Window
 
-GROUNDING_SUMMARY = (
-    "the bridge entity had a Wikipedia article at the cutoff",
-    "the known sub-question's answer found in that article (or the known answer's) as of the "
-    "cutoff, with the evidence sentences in `grounding`",
-)
+# The checker's calls are recorded with an item's generation calls; they wrote none of it.
+CHECKER_CALLS = frozenset(CALL_NAMES.values())
 
 NO_CATEGORY = "(none)"  # year-article events carry no portal category
 
@@ -99,16 +117,78 @@ def _categories(ctx: RunContext, items: list[CuqaItem]) -> dict[str, str]:
     }
 
 
-def _failed_automatic_checks(ctx: RunContext, items: list[CuqaItem]) -> int | None:
-    """How many released items failed validation: reviewers can accept those (`--only all`)."""
+def _released_candidates(ctx: RunContext, items: list[CuqaItem]) -> list[Candidate] | None:
+    """The candidates of the released items (None: the run has no candidates.jsonl)."""
     path = ctx.path(CANDIDATES)
     if not path.exists():
         return None
     released = {item.id for item in items}
-    return sum(
-        1 for c in iter_jsonl(path, Candidate)
-        if c.id in released and c.validation is not None and not c.validation.passed
-    )
+    return [c for c in iter_jsonl(path, Candidate) if c.id in released]
+
+
+def _failed_automatic_checks(candidates: list[Candidate]) -> int:
+    """How many released items failed validation: reviewers can accept those (`--only all`)."""
+    return sum(1 for c in candidates if c.validation is not None and not c.validation.passed)
+
+
+def _written_by_model(candidate: Candidate) -> bool:
+    """Whether a generation call of the recipe gave the item's text (an accepted one: a
+    refused try was replaced). Composed from structure, an item has none."""
+    return any(call.function not in CHECKER_CALLS and call.rejected is None
+               for call in item_calls(candidate)) or any(map(_written_by_model,
+                                                             candidate.sub_items))
+
+
+def _composition(candidates: list[Candidate]) -> Composition:
+    by_model = [c for c in candidates if _written_by_model(c)]
+    return Composition(by_model=len(by_model), from_structure=len(candidates) - len(by_model),
+                       models=sorted({c.generator.model for c in by_model}))
+
+
+def _model_check_summaries(guesses: int | None) -> dict[str, str]:
+    """What the checks other than the format checks (`validation/checks.py`) require."""
+    counted = f"the first {guesses}" if guesses else "the counted"
+    return {
+        STALE: "the event's text unchanged since the item was made",
+        BRIDGE: "the bridge entity had a Wikipedia article at the cutoff",
+        KNOWN_HOP: "the known sub-question's answer found in that article (or the known "
+                   "answer's) as of the cutoff, with the evidence sentences in `grounding`",
+        CONNECTED: f"with the event masked, none of {counted} guesses of the checker model "
+                   "names the answer (the known part alone does not give it)",
+        UNKNOWN_BEFORE_CUTOFF: f"none of {counted} guesses at the whole question names the "
+                               "answer, by a model that knows (or is told to know) nothing "
+                               "after the cutoff",
+        ANSWERED_WITH_EVENT: "given the event's text, the checker answers with the item's "
+                             "answer",
+        ONE_ANSWER: "given the event's text, the checker finds nothing else that fits",
+        NOT_UNKNOWN: "the probe model, closed-book, does not already answer the question",
+        KNOWN_PART_NOT_KNOWN: "the probe model answers the known sub-question",
+        DOES_NOT_COMPOSE: "given the unknown part's answer, the probe model answers the "
+                          "question",
+        f"{CRITIC_PREFIX}natural_question": "the critic model finds the question natural",
+        f"{CRITIC_PREFIX}one_clear_answer": "the critic model finds one clear answer",
+        f"{CRITIC_PREFIX}both_hops_needed": "the critic model finds both hops needed",
+        f"{CRITIC_PREFIX}known_answer_supported": "the critic model finds the known answer "
+                                                  "supported",
+        CHECKER_ERROR: "candidates the checker could not be asked about (nothing measured: "
+                       "each failed)",
+        PROBE_ERROR: "candidates the probe model could not be asked about (each failed)",
+        CRITIC_ERROR: "candidates the critic could not be asked about (each failed)",
+    }
+
+
+def _checks_run(info: ValidationInfo | None, grounded: bool) -> list[CheckRun]:
+    """Every check validation ran, with what it requires and its counts over the run's
+    candidates; a run validated before the counts were recorded gets the format checks' (and
+    grounding's) requirements without figures."""
+    limits = info.limits if info else Limits()
+    requires = {**describe_checks(limits),
+                **_model_check_summaries(info.guesses if info else None)}
+    if info is not None and info.counts:
+        return [CheckRun(name=name, requires=requires.get(name, name), passed=count.passed,
+                         failed=count.failed) for name, count in info.counts.items()]
+    names = [*describe_checks(limits), *(GROUNDING_CHECKS if grounded else ())]
+    return [CheckRun(name=name, requires=requires[name]) for name in names]
 
 
 def _review_report(ctx: RunContext) -> ReviewReport | None:
@@ -143,6 +223,7 @@ def compute_stats(
     """The card's figures for `items`, released for `window` (default: the run's)."""
     categories = _categories(ctx, items)
     info = load_run_info(ctx.out)
+    candidates = _released_candidates(ctx, items)
     prompts: dict[str, set[str]] = {}
     for item in items:
         for template, sha in item.generator.prompts.items():
@@ -161,14 +242,15 @@ def compute_stats(
         by_category=_counts(categories.get(item.event.id, NO_CATEGORY) for item in items),
         by_review_status=_counts(item.review.status for item in items),
         generator_models=sorted({item.generator.model for item in items}),
+        composed=None if candidates is None else _composition(candidates),
         recipes=sorted({item.generator.recipe for item in items}),
         prompts={template: sorted(hashes) for template, hashes in sorted(prompts.items())},
         seed=info.seed,
         validation=info.validation,
-        checks=[*describe_checks(info.validation.limits if info.validation else Limits()),
-                *(GROUNDING_SUMMARY if any(item.grounding for item in items) else ())],
+        checks_run=_checks_run(info.validation, any(item.grounding for item in items)),
         source_pages=dict(sorted({i.event.source_title: i.event.revid for i in items}.items())),
-        failed_automatic_checks=_failed_automatic_checks(ctx, items),
+        failed_automatic_checks=None if candidates is None else _failed_automatic_checks(
+            candidates),
         review=_review_report(ctx),
     )
 
@@ -193,20 +275,37 @@ def _prompt_source(template: str, hashes: list[str]) -> str:
 
 def page_origin(manifest_path: Path) -> PageOrigin:
     """Links to the wiki the run fetched its pages from; none for a snapshot's revision ids
-    or a run without a readable manifest."""
+    or a run without a readable manifest. A snapshot is named by its directory's name."""
     try:
         manifest = read_model(manifest_path, Manifest, "a manifest.json")
     except JsonFileError:
         return PageOrigin(index_url=None)
-    return PageOrigin(index_url=manifest.index_url, snapshot=manifest.snapshot)
+    return PageOrigin(index_url=manifest.index_url,
+                      snapshot=Path(manifest.snapshot).name if manifest.snapshot else None,
+                      snapshot_sha256=manifest.snapshot_sha256)
 
 
-def _copy_manifest(ctx: RunContext, dest: Path) -> bool:
-    source = ctx.path(MANIFEST)
-    if not source.exists():
+def _released_manifest(ctx: RunContext) -> Manifest | None:
+    """The run's page manifest as a release carries it (None: the run has none): a snapshot
+    is named by its directory's name and content hash, never by a path on this machine."""
+    path = ctx.path(MANIFEST)
+    if not path.exists():
+        return None
+    manifest = read_model(path, Manifest, "a manifest.json")
+    if manifest.snapshot is None:
+        return manifest
+    snapshot = Path(manifest.snapshot)
+    digest = manifest.snapshot_sha256  # recorded by the events stage since issue 32
+    if digest is None and snapshot.is_dir():
+        digest = snapshot_sha256(snapshot)
+    return manifest.model_copy(update={"snapshot": snapshot.name, "snapshot_sha256": digest})
+
+
+def _write_manifest(manifest: Manifest | None, dest: Path) -> bool:
+    if manifest is None:
         (dest / MANIFEST).unlink(missing_ok=True)  # never leave an older run's manifest behind
         return False
-    atomic_write_text(dest / MANIFEST, source.read_text(encoding="utf-8"))
+    atomic_write_json(dest / MANIFEST, manifest.model_dump(mode="json"))
     return True
 
 
@@ -282,6 +381,7 @@ def _write_subsets(
 def run(ctx: RunContext) -> str:
     dest = _release_dir(ctx)
     items = _read_items(ctx)
+    manifest = _released_manifest(ctx)  # before anything is written: it may not be readable
     refs = _event_refs(ctx, items)
     items, held_back = _hold_back_stale(ctx, items, refs)
     windows = _windows(ctx)
@@ -298,17 +398,26 @@ def run(ctx: RunContext) -> str:
     )
     atomic_write_json(dest / SCHEMA, CuqaItem.model_json_schema())
     atomic_write_json(dest / STATS, stats.model_dump(mode="json"))
-    has_manifest = _copy_manifest(ctx, dest)
+    has_manifest = _write_manifest(manifest, dest)
     atomic_write_text(dest / CARD, render_card(stats, has_manifest, prompt_sources(stats),
                                                page_origin(dest / MANIFEST)))
     return _summary(stats, dest, has_manifest)
 
 
+def _review_state(stats: ReleaseStats) -> str:
+    """Whether people reviewed the released items, in the summary's words."""
+    accepted = stats.by_review_status.get("accepted", 0)
+    if not accepted:
+        return "none reviewed: released as unreviewed"
+    if accepted == stats.items:
+        return "all accepted by review"
+    return f"{accepted} accepted by review, {stats.items - accepted} unreviewed"
+
+
 def _summary(stats: ReleaseStats, dest: Path, has_manifest: bool) -> str:
-    reviewed = stats.by_review_status.get("accepted", 0)
     data = ", ".join(s.path for s in stats.subsets) if stats.subsets else DATASET
     lines = [
-        f"release {stats.version}: {stats.items} items ({reviewed} accepted by review) -> "
+        f"release {stats.version}: {stats.items} items, {_review_state(stats)} -> "
         f"{dest}/ ({data}, {SCHEMA}, {CARD}, {STATS}" + (f", {MANIFEST})" if has_manifest else ")")
     ]
     lines += [f"  {s.config}: {s.items} items (events after {s.window.known_until})"

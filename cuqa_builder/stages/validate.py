@@ -50,6 +50,7 @@ from cuqa_builder.run import (
     GENERATION_FAILURES,
     LLM_CACHE,
     REVIEW_REPORT,
+    CheckCount,
     RunContext,
     Unfinished,
     ValidationInfo,
@@ -69,6 +70,7 @@ from cuqa_builder.validation.connected import (
 )
 from cuqa_builder.validation.critic import (
     CRITIC_CHECKS,
+    CRITIC_ERROR,
     CRITIC_TEMPLATE,
     Critic,
     criticise_all,
@@ -392,6 +394,19 @@ def _grounding_failures(verdicts: list[GroundingVerdict]) -> list[CheckFailure]:
             for v in verdicts if not v.passed]
 
 
+def _check_counts(
+    report: CheckReport, names: Sequence[str], extra: list[tuple[str, Sequence[str]]]
+) -> dict[str, CheckCount]:
+    """Every check of the summary's tables with its counts, for the release's card; then each
+    model that could not be asked about some candidates."""
+    counts = {name: CheckCount(passed=report.applied[name] - report.failed[name],
+                               failed=report.failed[name])
+              for name in [*names, *(name for _, more in extra for name in more)]}
+    counts.update({name: CheckCount(passed=None, failed=report.failed[name])
+                   for name in (CHECKER_ERROR, PROBE_ERROR, CRITIC_ERROR) if report.failed[name]})
+    return counts
+
+
 def _count_table(report: CheckReport, names: Sequence[str]) -> list[str]:
     width = max(len(name) for name in names)
     lines = [f"  {'check':<{width}}  {'passed':>7}  {'failed':>7}"]
@@ -433,12 +448,16 @@ def _nothing_passed(report: CheckReport, shown: Sequence[str], known_source: str
             f"{shorten(example, _EXAMPLE_CHARS, placeholder='…')}): try {', '.join(tries)}")
 
 
+def _format_check_names(report: CheckReport) -> tuple[str, ...]:
+    return (*CHECK_NAMES, STALE) if report.applied[STALE] else CHECK_NAMES
+
+
 def _summary(
     report: CheckReport, passed: int, dataset: str, extra: list[tuple[str, Sequence[str]]],
     yield_lines: list[str], known_source: str | None,
 ) -> str:
     total = len(report.validations)
-    names = (*CHECK_NAMES, STALE) if report.applied[STALE] else CHECK_NAMES
+    names = _format_check_names(report)
     lines = [f"validate: {passed} of {total} candidates passed, {total - passed} failed {dataset}"]
     # First: a model that could not be asked explains the rest.
     lines += [f"  {who} could not be asked about {n} candidates (they fail {check}): "
@@ -521,7 +540,9 @@ def run(ctx: RunContext) -> str:
         ctx.path(DATASET), ctx.path(REVIEW_REPORT), passed, options.force
     )
     write_jsonl(path, validated)
-    save_run_info(ctx.out, validation=settings)  # what the release's card reports
+    counts = _check_counts(report, _format_check_names(report), extra)
+    # what the release's card reports
+    save_run_info(ctx.out, validation=settings.model_copy(update={"counts": counts}))
     failures = read_jsonl(ctx.path(GENERATION_FAILURES), GenerationFailure)
     generation = load_run_info(ctx.out).generation
     summary = _summary(report, len(passed), dataset, extra, yield_lines(validated, failures),

@@ -288,11 +288,13 @@ DUPLICATE = "duplicate"
 CHECK_NAMES: tuple[str, ...] = (*(c.name for c in CHECKS), DUPLICATE, NEAR_DUPLICATE)
 
 
-def describe_checks(limits: Limits) -> list[str]:
-    """What an item that passed every check satisfies, one phrase per check, in check order."""
+def describe_checks(limits: Limits) -> dict[str, str]:
+    """Check name -> what an item that passed it satisfies, in check order."""
     bounds = limits.model_dump()
-    return [*(check.summary.format(**bounds) for check in CHECKS), "no duplicate questions",
-            "no near-duplicates (the same event and answer, or a reworded question)"]
+    return {**{check.name: check.summary.format(**bounds) for check in CHECKS},
+            DUPLICATE: "no duplicate questions",
+            NEAR_DUPLICATE: "no near-duplicates (the same event and answer, or a reworded "
+                            "question)"}
 
 
 def find_duplicates(

@@ -56,13 +56,13 @@ def select(passed: Sequence[Candidate], per_event: int, max_share: float) -> Sel
         for item in items:
             if len(kept[event]) < per_event and _fits(item, kept[event]):
                 kept[event].append(item)
-    _cap_shares(by_event, kept, max_share)
+    capped = _cap_shares(by_event, kept, max_share)
     for event, items in by_event.items():
         ids = [k.id for k in kept[event]]
         for item in items:
             if item.id not in ids and item.id not in dropped:
                 dropped[item.id] = _why_not_kept(item, kept[event], per_event, max_share,
-                                                 kept)
+                                                 kept, item.id in capped)
     return Selection(dropped)
 
 
@@ -76,16 +76,17 @@ def _counts(kept: dict[str, list[Candidate]]) -> Counter[str]:
 
 
 def _cap_shares(by_event: dict[str, list[Candidate]], kept: dict[str, list[Candidate]],
-                max_share: float) -> None:
+                max_share: float) -> set[str]:
     """Drop the lowest ranked item of the property most over its share, and let its event
-    take its next best item of a property under its share, until none is over."""
+    take its next best item of a property under its share, until none is over; the ids
+    dropped."""
     removed: set[str] = set()
     while True:
         counts = _counts(kept)
         allowed = _allowed(kept, max_share)
         over = [p for p, n in counts.most_common() if n > allowed]
         if not over:
-            return
+            return removed
         worst = max((i for items in kept.values() for i in items if i.property == over[0]),
                     key=_rank)
         event = worst.event.id
@@ -99,15 +100,15 @@ def _cap_shares(by_event: dict[str, list[Candidate]], kept: dict[str, list[Candi
 
 
 def _why_not_kept(item: Candidate, kept: list[Candidate], per_event: int, max_share: float,
-                  every: dict[str, list[Candidate]]) -> CheckFailure:
+                  every: dict[str, list[Candidate]], capped: bool) -> CheckFailure:
     prop = item.property
-    counts, allowed = _counts(every), _allowed(every, max_share)
-    if prop is not None and counts[prop] >= allowed and len(kept) < per_event:
+    counts = _counts(every)
+    if capped:
         return CheckFailure(check=MAX_SHARE, reason=(
             f"passed, but {counts[prop]} of the {sum(len(v) for v in every.values())} items "
             f"kept already ask for a {prop} (--max-share {max_share:g})"))
     named = ", ".join(f"{k.id} ({k.property or k.type} via {k.intermediates.cur_ent.text})"
                       if k.intermediates else k.id for k in kept)
     return CheckFailure(check=PER_EVENT, reason=(
-        f"passed, but its event keeps {len(kept)} item(s) ranked higher or of another bridge "
-        f"and property (--per-event {per_event}): {named or 'none'}"))
+        f"passed, but its event keeps the best ranked items of other bridges and properties "
+        f"(--per-event {per_event}): {named or 'none'}"))
