@@ -114,6 +114,9 @@ class ReleaseStats(BaseModel):
     by_difficulty: dict[str, int]
     by_month: dict[str, int]
     by_category: dict[str, int]
+    by_property: dict[str, int] = Field(
+        default_factory=dict, description="what the known hop asks (`birthplace`, `district`, "
+        "`category`...): a release is seen not to be one kind of question")
     by_review_status: dict[str, int]
     generator_models: list[str] = Field(description="the run's generator model(s), as each "
                                         "item records it (it may have written none: "

@@ -87,6 +87,7 @@ from cuqa_builder.window import Window
 CHECKER_CALLS = frozenset(CALL_NAMES.values())
 
 NO_CATEGORY = "(none)"  # year-article events carry no portal category
+NO_PROPERTY = "(not recorded)"  # the paper recipe asks no named property
 
 
 def _release_dir(ctx: RunContext) -> Path:
@@ -240,6 +241,7 @@ def compute_stats(
         by_difficulty=_counts(item.difficulty for item in items),
         by_month=dict(sorted(Counter(f"{item.event.date:%Y-%m}" for item in items).items())),
         by_category=_counts(categories.get(item.event.id, NO_CATEGORY) for item in items),
+        by_property=_counts(item.property or NO_PROPERTY for item in items),
         by_review_status=_counts(item.review.status for item in items),
         generator_models=sorted({item.generator.model for item in items}),
         composed=None if candidates is None else _composition(candidates),
