@@ -38,6 +38,7 @@ from cuqa_builder.testing.mediawiki_server import MediaWikiServer
 from cuqa_builder.testing.openai_server import Reply, Responder, ScriptedLLM, last_user_message
 from cuqa_builder.testing.pool_llm import PoolResponder
 from cuqa_builder.verification.answers import answer_names, decided
+from cuqa_builder.verification.masking import masked_question
 from tests.test_cli_shell import the_error_line
 
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "wiki-sample"
@@ -667,6 +668,12 @@ def _generated_with_the_checker(run: Path, llm: ScriptedLLM) -> list[str]:
     return [*common, "--stage", "validate"]
 
 
+def guesses_asked(items: list[Candidate]) -> tuple[int, int]:
+    """The guessing requests validate makes for `items`: one per masked question (an event's
+    items may share one: asked once) and one per whole question."""
+    return len({masked_question(i) for i in items}), len({i.question for i in items})
+
+
 def test_checks_turned_off_are_said_to_be_off(tmp_path: Path) -> None:
     """Fault 11: `--check-model none` says the four checks were turned off, not that there was
     no generator to default to; nothing is asked."""
@@ -701,10 +708,11 @@ def test_a_checker_that_cannot_be_asked_is_said_first_and_fails_the_command(
         llm.responder = responder
         before = llm.calls
         mended = cuqa_build(*argv)
-        asked_again = llm.calls - before
+        asked_again = llm.requests[before:]
     assert failed.returncode == 1, failed.stdout + failed.stderr
     items = [i for i in read_jsonl(run / CANDIDATES, Candidate) if i.validation.connected]
     asked = len(items)  # those that passed the format checks
+    masked, whole = guesses_asked(items)
     lines = failed.stdout.splitlines()
     summary = next(i for i, line in enumerate(lines) if "candidates passed" in line)
     assert f"the checker checker could not be asked about {asked} candidates" \
@@ -714,7 +722,10 @@ def test_a_checker_that_cannot_be_asked_is_said_first_and_fails_the_command(
         f"cuqa-build: error: validate failed: the checker checker could not be asked about {asked} "
         "candidates: run validate again once it answers")
     assert mended.returncode == 0, mended.stderr
-    assert asked and asked_again == 3 * asked  # the checker's three calls each, once
+    # the checker's three calls an item, once: the masked guesses (one for the masked questions
+    # alike), the whole ones and the open book (every item's guesses missed)
+    assert asked and {body["model"] for body in asked_again} == {"checker"}
+    assert len(asked_again) == masked + whole + asked
 
 
 def broken(fault: str) -> Responder:
@@ -726,6 +737,15 @@ def broken(fault: str) -> Responder:
         return Reply(status=500, text="upstream down") if fault == "HTTP 500" \
             else Reply(raw_body=b"<html>not json</html>")
     return reply
+
+
+def check_asked(body: dict[str, Any]) -> str | None:
+    """Which request of validate's four checks an item's call is ("guess" or "open book"), or
+    None for another one (a probe, the judge)."""
+    prompt = last_user_message(body)
+    if prompt.startswith("Imagine you know everything"):
+        return "guess"
+    return "open book" if "answer the question below" in prompt else None
 
 
 class Routed:
@@ -760,23 +780,36 @@ def test_a_probe_model_that_cannot_be_asked_is_named_not_the_checker(
         asked = endpoint.asked.copy()
         items = read_jsonl(run / CANDIDATES, Candidate)
         endpoint.model = "nobody"  # the probe model is back
+        before = llm.calls
         mended = cuqa_build(*argv)
+        asked_again = llm.requests[before:]
     who = "the probe model probe (a model of the cutoff)"
     assert failed.returncode == 1, failed.stderr
     lines = failed.stdout.splitlines()
-    assert lines[1] == (f"  {who} could not be asked about 4 candidates (they fail "
+    assert lines[1] == (f"  {who} could not be asked about {len(items)} candidates (they fail "
                         "checker_error): run validate again once it answers")
     assert failed.stderr.strip().splitlines()[-1] == (
-        f"cuqa-build: error: validate failed: {who} could not be asked about 4 candidates: run "
-        "validate again once it answers")
+        f"cuqa-build: error: validate failed: {who} could not be asked about {len(items)} "
+        "candidates: run validate again once it answers")
     assert "the checker" not in failed.stdout + failed.stderr
-    assert asked == {"checker": 4, "probe": 4}  # the masked question's guesses, and the probe's
+    masked, whole = guesses_asked(items)
+    assert asked == {"checker": masked, "probe": whole}  # the checker's guesses, the probe's
     for item in items:
         assert item.validation is not None
         [failure] = item.validation.failures
         assert failure.check == "checker_error"
         assert failure.reason.startswith(f"{who} could not be asked (probe: ")
     assert mended.returncode in (0, 1) and "could not be asked" not in mended.stdout
+    # of the four checks, the re-run asks the probe's guesses, then the checker's open book,
+    # one for each item (every guess missed)
+    again = Counter((body["model"], check) for body in asked_again
+                    if (check := check_asked(body)) is not None)
+    guessed_again = again.pop(("checker", "guess"), 0)
+    assert again == {("probe", "guess"): whole, ("checker", "open book"): len(items)}
+    # The checker's masked guesses should come from the cache (0 asked again), but a guess
+    # still on its way when its item's probe call failed is abandoned unstored and asked again
+    # (a bug in ItemChecker.check, reported, not fixed here): which ones is a race.
+    assert guessed_again <= masked
 
 
 ROLES = {  # the flags, the model that is down, how it is named, the check its items fail
@@ -800,15 +833,16 @@ def test_each_model_that_cannot_be_asked_is_named_by_its_role(tmp_path: Path, ro
     with ScriptedLLM(endpoint) as llm:
         failed = cuqa_build(*_generated_with_the_checker(run, llm), *flags, *SLOW)
     assert failed.returncode == 1, failed.stderr
-    assert (f"\n  {who} could not be asked about 4 candidates (they fail {check}): run "
-            "validate again once it answers\n") in failed.stdout
+    items = read_jsonl(run / CANDIDATES, Candidate)  # each passed every check before its own
+    assert (f"\n  {who} could not be asked about {len(items)} candidates (they fail {check}): "
+            "run validate again once it answers\n") in failed.stdout
     assert failed.stderr.strip().splitlines()[-1] == (
-        f"cuqa-build: error: validate failed: {who} could not be asked about 4 candidates: run "
-        "validate again once it answers")
-    reasons = [f.reason for item in read_jsonl(run / CANDIDATES, Candidate)
+        f"cuqa-build: error: validate failed: {who} could not be asked about {len(items)} "
+        "candidates: run validate again once it answers")
+    reasons = [f.reason for item in items
                for f in (item.validation.failures if item.validation else []) if f.check == check]
-    assert len(reasons) == 4 and all(r.startswith(f"{who} could not be asked ({model}: ")
-                                     for r in reasons)
+    assert len(reasons) == len(items) and all(
+        r.startswith(f"{who} could not be asked ({model}: ") for r in reasons)
 
 
 def test_a_model_whose_batch_calls_failed_for_good_is_asked_again_with_more_rounds(
@@ -838,21 +872,24 @@ def test_a_model_whose_batch_calls_failed_for_good_is_asked_again_with_more_roun
     who = "the probe model probe (a model of the cutoff)"
     again = ("run validate again once it answers, with a larger --max-retries (its batch calls "
              "failed in every round the last one allowed)")
+    items = read_jsonl(run / CANDIDATES, Candidate)
     assert failed.returncode == 1, failed.stderr
-    assert (f"  {who} could not be asked about 4 candidates (they fail checker_error): {again}"
-            in failed.stdout.splitlines())
+    assert (f"  {who} could not be asked about {len(items)} candidates (they fail "
+            f"checker_error): {again}" in failed.stdout.splitlines())
     assert failed.stderr.strip().splitlines()[-1] == (
-        f"cuqa-build: error: validate failed: {who} could not be asked about 4 candidates: "
-        f"{again}")
+        f"cuqa-build: error: validate failed: {who} could not be asked about {len(items)} "
+        f"candidates: {again}")
+    assert all([f.check for f in i.validation.failures] == ["checker_error"] for i in items)
     probe_lines = [line for path in answered for line in path.read_text().splitlines()
                    if json.loads(line)["body"]["model"] == "probe"]
-    assert len(probe_lines) == 2 * 4 == engine.asked["probe"]  # two rounds each, paid once
+    _, whole = guesses_asked(items)
+    assert len(probe_lines) == 2 * whole == engine.asked["probe"]  # two rounds each, paid once
     files = set(rounds.iterdir())
     assert cuqa_build(*argv, "--max-retries", "1").returncode == 1
     assert set(rounds.iterdir()) == files  # failed at once: no round
     engine.model = "nobody"  # the probe model is back
     assert until_done("--max-retries", "2").returncode in (0, 1)
-    assert engine.asked["probe"] > 8
+    assert engine.asked["probe"] > 2 * whole
 
 
 def test_a_probe_model_that_cannot_be_asked_while_composing_is_named(tmp_path: Path) -> None:

@@ -12,7 +12,14 @@ import pytest
 
 from cuqa_builder.cli.build import main
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
-from cuqa_builder.records import Candidate, CheckFailure, CuqaItem, Review, SubQuestion
+from cuqa_builder.records import (
+    Candidate,
+    CheckFailure,
+    CuqaItem,
+    Entity,
+    Review,
+    SubQuestion,
+)
 from cuqa_builder.review_report import ReviewReport
 from cuqa_builder.run import GenerationInfo, save_run_info
 from cuqa_builder.validation.checks import (
@@ -259,14 +266,28 @@ def test_a_word_made_from_a_name_is_not_the_name() -> None:
         assert answer_in_question(abc(question=question), LIMITS) is None
 
 
+def _through(item: Candidate, bridge: Entity) -> Candidate:
+    """An ABC item whose unknown part answers `bridge` and whose known question asks about it."""
+    assert item.intermediates is not None
+    known = f"In which city is {bridge.text} located?"
+    unknown, _ = item.sub_questions
+    return item.model_copy(update={
+        "intermediates": item.intermediates.model_copy(
+            update={"cur_ent": bridge, "known_question": known}),
+        "sub_questions": [unknown.model_copy(update={"answer": bridge.text}),
+                          SubQuestion(question=known, answer=item.answer, kind="known")]})
+
+
 def test_validate_fails_a_bridge_or_answer_inside_a_longer_name(tmp_path: Path) -> None:
     """Issue 31, item 17, through the command: the item that names its bridge inside "the
     Pellham University–Karoo race" fails bridge_in_question, the one that names its answer in
     "the Dunmere–Karoo race" fails answer_in_question, and neither is released."""
     bridge = abc(id="cq-bridge", question="In which city is the university whose team won the "
                  "Pellham University–Karoo race?")
-    answer = abc(id="cq-answer", question="Which city's university won the Dunmere–Karoo "
-                 "solar race of 2023?", event=river().event)
+    # another event through another bridge: not the same story as cq-bridge (a near-duplicate)
+    answer = _through(abc(id="cq-answer", question="Which city's university won the "
+                          "Dunmere–Karoo solar race of 2023?", event=river().event),
+                      Entity(text="Osk Polytechnic", label="ORG"))
     write_jsonl(tmp_path / "candidates.jsonl", [bridge, answer, aab()])
     done = subprocess.run(
         [sys.executable, "-m", "cuqa_builder.cli.build", "--out", str(tmp_path), "--cutoff",
