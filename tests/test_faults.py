@@ -804,12 +804,9 @@ def test_a_probe_model_that_cannot_be_asked_is_named_not_the_checker(
     # one for each item (every guess missed)
     again = Counter((body["model"], check) for body in asked_again
                     if (check := check_asked(body)) is not None)
-    guessed_again = again.pop(("checker", "guess"), 0)
+    # (the checker's masked guesses were answered while the probe failed: every call of a
+    # check finishes before its failure is raised, so they come from the cache)
     assert again == {("probe", "guess"): whole, ("checker", "open book"): len(items)}
-    # The checker's masked guesses should come from the cache (0 asked again), but a guess
-    # still on its way when its item's probe call failed is abandoned unstored and asked again
-    # (a bug in ItemChecker.check, reported, not fixed here): which ones is a race.
-    assert guessed_again <= masked
 
 
 ROLES = {  # the flags, the model that is down, how it is named, the check its items fail

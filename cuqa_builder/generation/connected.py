@@ -22,12 +22,12 @@ validate asks their checks one by one. Every member's fate is kept in `pool.json
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from cuqa_builder.concurrency import all_finished
 from cuqa_builder.generation.algorithm import (
     MERGE_QUESTIONS,
     GenerationError,
@@ -188,14 +188,12 @@ class ConnectedGenerator(Generator):
         compose every described bridge with each of its hops."""
         describing: list[PromptCall] = []  # each request's calls, kept in a fixed order
         facts: list[PromptCall] = []
-        found = await asyncio.gather(self._describe(pool, bridges, draws, describing),
-                                     self._hops(pool, bridges, draws, facts),
-                                     return_exceptions=True)  # both finish, both are kept
-        pool.calls += describing + facts
-        for outcome in found:
-            if isinstance(outcome, BaseException):
-                raise outcome
-        described, hops = found
+        try:
+            described, hops = await all_finished(
+                self._describe(pool, bridges, draws, describing),
+                self._hops(pool, bridges, draws, facts))
+        finally:
+            pool.calls += describing + facts
         pointed = pointed_to(pool.event, self.known_articles)
         for bridge, said, own in zip(bridges, described, hops, strict=True):
             pool.tries.append(BridgeTry(entity=bridge.entity, kind=bridge.kind,

@@ -20,11 +20,11 @@ An answer is the item's however worded: its names first, then one judge call (`a
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 
+from cuqa_builder.concurrency import all_finished
 from cuqa_builder.llm.client import LLMClient, prompt_request
 from cuqa_builder.llm.types import ChatRequest, ChatResult
 from cuqa_builder.prompts import load_prompt
@@ -176,7 +176,7 @@ class ItemChecker:
             stages = [[ask for stage in stages for ask in stage]]
         outcome = Outcome([])
         for stage in stages:
-            outcome.asked += await asyncio.gather(*(self._ask(ask) for ask in stage))
+            outcome.asked += await all_finished(*(self._ask(ask) for ask in stage))
             if outcome.failed is not None:
                 break
         return outcome

@@ -9,10 +9,10 @@ unreadable; the others are judged as usual.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from cuqa_builder.concurrency import all_finished
 from cuqa_builder.llm.client import LLMClient, prompt_request
 from cuqa_builder.prompts import load_prompt
 from cuqa_builder.records import CheckerKnowledge, CheckerVerdict, Event
@@ -76,7 +76,7 @@ class PooledChecker:
     async def guesses(self, questions: Sequence[PooledQuestion]) -> Verdicts:
         """`connected` and `unknown_before_cutoff` of every question: two requests, asked
         together."""
-        masked, whole = await asyncio.gather(
+        masked, whole = await all_finished(
             self._guess_all(self.client, questions, CONNECTED, "told"),
             self._guess_all(self.guesser or self.client, questions, UNKNOWN_BEFORE_CUTOFF,
                             self.knowledge))
@@ -100,7 +100,7 @@ class PooledChecker:
                                                                knowledge),
                                        part, list(q.names), self.counted)
 
-        found = await asyncio.gather(*(verdict(q, text) for q, text in zip(questions, asked,
+        found = await all_finished(*(verdict(q, text) for q, text in zip(questions, asked,
                                                                               strict=True)))
         return {q.key: [v] for q, v in zip(questions, found, strict=True)}
 
@@ -123,5 +123,5 @@ class PooledChecker:
             return await open_book_verdicts(self.client, q.question, self.client.model, part,
                                             list(q.names), list(q.bridges))
 
-        found = await asyncio.gather(*(verdicts(q) for q in questions))
+        found = await all_finished(*(verdicts(q) for q in questions))
         return {q.key: v for q, v in zip(questions, found, strict=True)}
