@@ -11,8 +11,13 @@ import pytest
 
 from cuqa_builder.cli.build import main as build
 from cuqa_builder.cli.evaluate import main as evaluate
+from cuqa_builder.grounding.keys import entity_key
+from cuqa_builder.jsonio import read_jsonl
+from cuqa_builder.records import Candidate, Entity, Event, GenerationFailure
+from cuqa_builder.stages.ground import easy_steps
 from cuqa_builder.testing.openai_server import ScriptedLLM
-from tests.test_connected import SAMPLE, ConnectedResponder
+from cuqa_builder.testing.pool_llm import PoolResponder
+from tests.test_connected import SAMPLE
 from tests.test_eval_cli import Q_G20, scripted_model
 
 _BAR = re.compile(r"^(?P<desc>[a-z][\w -]*): +(?P<percent>\d+)%\|[^|]*\| (?P<n>\d+)/(?P<total>\d+)")
@@ -27,21 +32,36 @@ def last_states(stderr: str) -> dict[str, str]:
     return states
 
 
+def mentions_and_distinct(entities: list[Entity]) -> tuple[int, int]:
+    return len(entities), len({entity_key(e) for e in entities})
+
+
 def test_every_bar_of_a_build_ends_at_100_percent(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The connected recipe looks its bridges' articles up (several events name the same
-    entity) and the ground stage its items' bridges (two items share one): those bars counted
-    mentions while the lookups count each entity once."""
+    entity) and the ground stage its items' bridges (several items share one): those bars
+    counted mentions while the lookups count each entity once."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-bars")
-    with ScriptedLLM(ConnectedResponder()) as llm:
+    run = tmp_path / "run"
+    with ScriptedLLM(PoolResponder()) as llm:
         assert build(["--cutoff", "2023-04", "--until", "2023-12-31", "--source", str(SAMPLE),
-                      "--out", str(tmp_path / "run"), "--limit", "8", "--hard", "1",
+                      "--out", str(run), "--limit", "8", "--hard", "1",
                       "--base-url", llm.base_url, "--model", "scripted"]) == 0
     states = last_states(capsys.readouterr().err)
     assert set(states) >= {"parsing", "articles", "generate", "hard", "bridges", "checker"}
     assert {bar: state for bar, state in states.items() if not state.endswith(" 100%")} == {}
-    assert states["articles"] == "23/23 100%" and states["bridges"] == "6/6 100%"
+    # the events generate took end in candidates.jsonl or generation-failures.jsonl
+    items = read_jsonl(run / "candidates.jsonl", Candidate)
+    taken = {i.event.id for i in items} | {f.event_id for f in read_jsonl(
+        run / "generation-failures.jsonl", GenerationFailure) if f.event_id}
+    named = [e for event in read_jsonl(run / "events.jsonl", Event) if event.id in taken
+             for e in event.entities]
+    mentions, articles = mentions_and_distinct(named)
+    bridged, bridges = mentions_and_distinct([s.cur_ent for i in items for s in easy_steps(i)])
+    assert mentions > articles and bridged > bridges  # a bar of mentions would stop short
+    assert states["articles"] == f"{articles}/{articles} 100%"
+    assert states["bridges"] == f"{bridges}/{bridges} 100%"
 
 
 def test_an_evaluation_bar_counts_the_items_it_lost(
