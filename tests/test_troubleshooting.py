@@ -1,5 +1,5 @@
-"""Every message of the README's troubleshooting table, met through the command that prints it,
-with the exit status it ends in (issue 32, item 4).
+"""Every message of the troubleshooting page (docs/troubleshooting.md), met through the command
+that prints it, with the exit status it ends in (issue 32, item 4).
 
 The rule the table states: a usage error exits 2 (a flag missing or malformed, flags refused
 together, or a flag refused against what the run directory records); every other problem the
@@ -33,17 +33,18 @@ import pytest
 from cuqa_builder.cli.annotate import main as annotate
 from cuqa_builder.cli.build import main as build
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
-from cuqa_builder.records import Candidate, Entity
+from cuqa_builder.records import Candidate, Entity, GenerationFailure
 from cuqa_builder.retrieval.bm25 import ARRAYS_DIR, PASSAGES, BM25Retriever, event_passage
 from cuqa_builder.run_lock import LOCK_FILE, LockHolder, run_lock
+from cuqa_builder.snapshot import articles_dir
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events
 from cuqa_builder.testing.annotate_fixtures import candidate
 from cuqa_builder.testing.batch_server import answer_batch_file
 from cuqa_builder.testing.mediawiki_server import MediaWikiServer
 from cuqa_builder.testing.openai_server import Reply, Responder, ScriptedLLM, last_user_message
+from cuqa_builder.testing.pool_llm import PoolResponder
 from cuqa_builder.testing.search_servers import SearchStandIn
 from tests.test_annotate_offline import GOOD_REWRITE, OTHER_REWRITE, accept, two_accepts
-from tests.test_connected import ConnectedResponder
 from tests.test_faults import Refusing, drop_root_overrides, read_only
 from tests.test_grounding import LOOPING
 from tests.test_repair import FirstTryLeaks
@@ -107,7 +108,7 @@ def connected(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run = tmp_path_factory.mktemp("connected") / "run"
     with pytest.MonkeyPatch.context() as env:
         env.setenv("OPENAI_API_KEY", ENV["OPENAI_API_KEY"])
-        with scripted(ConnectedResponder()) as llm:
+        with scripted(PoolResponder()) as llm:
             for stage in ("events", "generate"):
                 set_up("--out", run, "--source", SAMPLE, *WINDOW, "--limit", "5", "--stage",
                        stage, *model_flags(llm))
@@ -146,16 +147,27 @@ def edit_sidecar(snapshot: Path, page: str, **changes: object) -> None:
     sidecar.write_text(json.dumps({**json.loads(sidecar.read_text()), **changes}))
 
 
-def damaged_page(tmp: Path, wiki: bytes | None = None, html: bytes | None = None,
-                 **sidecar: object) -> Ran:
+def damaged_page(tmp: Path, wiki: bytes | None = None, **sidecar: object) -> Ran:
     """The events stage from a copy of the sample whose day page of 10 September is damaged:
-    its wikitext or rendering replaced, its sidecar changed."""
+    its wikitext replaced, its sidecar changed."""
     snapshot = sample_copy(tmp)
     edit_sidecar(snapshot, PORTAL_PAGE, **sidecar)
-    for suffix, data in ((".wiki", wiki), (".html", html)):
-        if data is not None:
-            snapshot.joinpath(PORTAL_PAGE + suffix).write_bytes(data)
+    if wiki is not None:
+        snapshot.joinpath(f"{PORTAL_PAGE}.wiki").write_bytes(wiki)
     return events_of(snapshot, tmp)
+
+
+def damaged_rendering(tmp: Path, connected: Path, html: bytes | None) -> Ran:
+    """The ground stage reads its bridges' articles from a copy of the sample in which the
+    sidecar of Charles III's article gives the sha256 of a rendering that is not there
+    (`html` None) or not that one."""
+    snapshot = sample_copy(tmp)
+    article = articles_dir(snapshot) / "Charles_III"
+    edit_sidecar(article.parent, article.name, html_sha256="0" * 64)
+    if html is not None:
+        article.with_suffix(".html").write_bytes(html)
+    return cuqa_build("--out", copy(connected, tmp), "--source", snapshot, "--stage", "ground",
+                      "-q")
 
 
 def paper_events(tmp: Path, count: int = 3) -> Path:
@@ -172,26 +184,28 @@ def paper_generate(run: Path, *extra: object, **popen: Any) -> Ran:
 # --- generation ------------------------------------------------------------------------------
 
 
-class NamesTheBridge(ConnectedResponder):
-    """Every description it writes names its bridge."""
+class NamesTheBridge(PoolResponder):
+    """The description of the first named thing of each event names it (refused; the parse's
+    description stands in where it can); with the event in hand it answers only the questions
+    it described itself."""
 
-    def __call__(self, body: dict[str, Any]) -> Reply:
-        prompt = last_user_message(body)
-        if prompt.startswith("News of ") and "Named things in this news:" in prompt:
-            named = prompt.split("Named things in this news:\n- ", 1)[1].split("\n", 1)[0]
-            return Reply(text=f"Named thing: {named}\nDescription: The {named} of the news")
-        return super().__call__(body)
+    def _describe(self, prompt: str) -> str:
+        described = super()._describe(prompt)
+        first = re.search(r"^B1\. (.+)$", prompt, re.MULTILINE)
+        assert first is not None, prompt
+        return re.sub(r"^B1: .+$", f"B1: the {first[1]} of the news in 2023", described,
+                      flags=re.MULTILINE)
+
+    def _answer(self, question: str) -> str:
+        return super()._answer(question) if "news item" in question else ""
 
 
-class FindsNoKnownPart(ConnectedResponder):
-    """No category holds any bridge, and no named thing of a passage answers a property of one
-    (an event fails only when every bridge it has does: here all of them do)."""
+class FindsNoKnownPart(PoolResponder):
+    """No lasting property and no category of any named thing (an event fails only when none
+    of its named things has a known hop: here none has)."""
 
-    def __call__(self, body: dict[str, Any]) -> Reply:
-        prompt = last_user_message(body)
-        if "single property of" in prompt or "the passage says" in prompt:
-            return Reply(text="NONE")
-        return super().__call__(body)
+    def _facts(self, prompt: str) -> str:
+        return "NONE"
 
 
 def connected_generate(tmp: Path, responder: Responder, *extra: object) -> Ran:
@@ -213,12 +227,27 @@ def embedded_generate(tmp: Path) -> Ran:
     return with_files(ran, run / "generation-failures.jsonl")
 
 
+def checker_down(responder: Responder) -> Responder:
+    """The responder, but the model `checker` answers every request with HTTP 500."""
+
+    def answer(body: dict[str, Any]) -> Reply:
+        if body["model"] == "checker":
+            return Reply(status=500, text="upstream down")
+        return responder(body)
+    return answer
+
+
+def checker_down_while_composing(tmp: Path) -> Ran:
+    return connected_generate(tmp, checker_down(PoolResponder()), "--check-model", "checker",
+                              "--max-retries", "0")
+
+
 def no_bridge_at_all(tmp: Path) -> Ran:
     run = tmp / "run"
     events = [*make_events(3), *make_events(1, per_event=1,
                                             pool=(Entity(text="Solace Party", label="NORP"),))]
     write_jsonl(run / "events.jsonl", events)
-    with scripted(ConnectedResponder()) as llm:
+    with scripted(PoolResponder()) as llm:
         return cuqa_build("--out", run, *WINDOW, "--stage", "generate", "--known-source",
                           "model", "-q", *model_flags(llm))
 
@@ -272,7 +301,7 @@ def interrupted(tmp: Path) -> Ran:
 # --- validation -------------------------------------------------------------------------------
 
 
-class Checker(ConnectedResponder):
+class Checker(PoolResponder):
     """The checker's replies (model `checker`) that give one of its verdicts on every item of
     `run` (whose answers it reads: they were made by another responder)."""
 
@@ -317,22 +346,30 @@ def verdict(tmp: Path, connected: Path, kind: str) -> Ran:
     them (cuqa-annotate export)."""
     run = copy(connected, tmp)
     (run / "articles.jsonl").unlink()  # no grounding: the checker's verdicts are the row's
-    ran = validate(run, Checker(kind, run), "--check-model", "checker")
+    return with_review_tasks(validate(run, Checker(kind, run), "--check-model", "checker"),
+                             run, tmp)
+
+
+def with_review_tasks(ran: Ran, run: Path, tmp: Path) -> Ran:
+    """What validate printed, and each item's findings as its review task shows them
+    (cuqa-annotate export) and candidates.jsonl holds them."""
     assert annotate(["export", "--run", str(run), "--only", "all", "--out",
                      str(tmp / "tasks.json")]) == 0
     return with_files(ran, tmp / "tasks.json", run / "candidates.jsonl")
 
 
-def checker_down(tmp: Path, connected: Path) -> Ran:
+def selected(tmp: Path, connected: Path, *flags: str) -> Ran:
+    """Validate keeps the best items of each event and caps each property's share (the checks
+    were asked while composing: nothing is asked again)."""
+    run = copy(connected, tmp)
+    return with_review_tasks(validate(run, PoolResponder(), *flags), run, tmp)
+
+
+def checker_down_while_validating(tmp: Path, connected: Path) -> Ran:
     run = copy(connected, tmp)
     (run / "articles.jsonl").unlink()
-    responder = ConnectedResponder()
-
-    def down(body: dict[str, Any]) -> Reply:
-        if body["model"] == "checker":
-            return Reply(status=500, text="upstream down")
-        return responder(body)
-    return validate(run, down, "--check-model", "checker", "--max-retries", "0")
+    return validate(run, checker_down(PoolResponder()), "--check-model", "checker",
+                    "--max-retries", "0")
 
 
 def no_generator(tmp: Path, connected: Path) -> Ran:
@@ -554,30 +591,63 @@ def changed_since_shown(tmp: Path) -> Ran:
 # --- the table ----------------------------------------------------------------------------------
 
 
+Message = str | re.Pattern[str]
+
+
 @dataclass(frozen=True)
 class Row:
-    message: str  # as the command prints it (the table shortens some)
+    # as the command prints it (the table shortens some); a pattern where it quotes a case
+    # that varies from run to run; or either made from the run the row worked on
+    message: Message | Callable[[Path], Message]
     status: int
     scenario: Callable[..., Ran]  # (tmp) or (tmp, connected)
 
 
+def candidates_of(tmp: Path) -> int:
+    """The candidates of the run a row worked on."""
+    return len(read_jsonl(tmp / "run" / "candidates.jsonl", Candidate))
+
+
+def events_failed(tmp: Path) -> int:
+    """The events generate tried and failed in the run a row worked on (not those it did not
+    try)."""
+    failures = read_jsonl(tmp / "run" / "generation-failures.jsonl", GenerationFailure)
+    return sum(f.step != "Select" for f in failures)
+
+
 ROWS: dict[str, Row] = {
     # generation
-    "describe-bridge-names-it": Row(
-        "most common failure: ChooseBridge: the description names the bridge", 0,
+    "description-names-the-bridge": Row(
+        "refused: the description names the bridge", 0,
         lambda tmp: connected_generate(tmp, NamesTheBridge())),
-    "describe-bridge-no-parse": Row(
-        '"step":"DescribeBridge","reason":"the event\'s first sentence gives no description of ',
-        0,
-        embedded_generate),
-    "property-question-no-template": Row(
-        "PropertyQuestion: no lasting relation of the infobox of ", 0, embedded_generate),
-    "category-none": Row(
-        "cuqa-build: error: generate failed: no candidate could be made: 7 failed, most commonly "
-        "Category: no category with several members holds ", 1,
+    "no-description-from-the-parse": Row(
+        '"step":"Pool","reason":"no question to ask: 0 of 1 named things described (1 the '
+        "event's first sentence gives no description of it (it is not a place, the subject or "
+        'the object of its verb)), no known hop for any"', 0, embedded_generate),
+    "no-known-hop-in-the-infobox": Row(
+        '"step":"Pool","reason":"no question to ask: 1 of 1 named things described (none set '
+        'aside), no known hop for them"', 0, embedded_generate),
+    "no-known-hop": Row(  # in the words of the event that failed first: D of D described
+        lambda tmp: re.compile(
+            "cuqa-build: error: generate failed: no candidate could be made: "
+            rf"{events_failed(tmp)} failed, most commonly Pool: no question to ask: (\d+) of "
+            r"\1 named things described \(none set aside\), no known hop for them "
+            rf"\({events_failed(tmp)} of {events_failed(tmp)} failures"), 1,
         lambda tmp: connected_generate(tmp, FindsNoKnownPart())),
-    "choose-bridge-none": Row(
-        "ChooseBridge: no entity of the event can be a bridge: 1 a nationality, religious or "
+    "none-passed-the-checks": Row(
+        "most common failure: Pool: none of the 1 questions of 1 described named things passed: "
+        "1 connected (1 of 1 failures)", 0,
+        lambda tmp: connected_generate(tmp, PoolResponder(guessed={"Move Forward": "masked"}))),
+    "checker-unasked-while-composing": Row(
+        '"step":"Check","reason":"the checker checker could not be asked while composing: '
+        'checker: call failed after 1 tries: HTTP 500: upstream down"', 1,
+        checker_down_while_composing),
+    "checker-unasked-while-composing-ends": Row(
+        lambda tmp: "cuqa-build: error: generate failed: the checker checker could not be asked "
+        f"while composing about {events_failed(tmp)} events: run generate again once it answers",
+        1, checker_down_while_composing),
+    "no-bridge": Row(
+        "Bridges: no entity of the event can be a bridge: 1 a nationality, religious or "
         "political group (NORP)", 0, no_bridge_at_all),
     "nothing-made-401": Row(
         "cuqa-build: error: generate failed: no candidate could be made: 3 failed, most commonly "
@@ -593,8 +663,9 @@ ROWS: dict[str, Row] = {
         lambda tmp, run: cuqa_build("--out", copy(run, tmp), "--stage", "validate", "-q",
                                     "--check-model", "none")),
     "checker-unanswered": Row(
-        "cuqa-build: error: validate failed: the checker could not be asked about 4 candidates: "
-        "run validate again once it answers", 1, checker_down),
+        lambda tmp: "cuqa-build: error: validate failed: the checker checker could not be asked "
+        f"about {candidates_of(tmp)} candidates: run validate again once it answers", 1,
+        checker_down_while_validating),
     # an item's verdicts: in its review task (what annotators read) and candidates.jsonl
     "verdict-connected": Row("✗ connected: with the event masked, ", 0,
                              lambda tmp, run: verdict(tmp, run, "connected")),
@@ -606,10 +677,23 @@ ROWS: dict[str, Row] = {
         lambda tmp, run: verdict(tmp, run, "answered")),
     "verdict-one-answer": Row("✗ one answer: checker finds that else fits: Atlantis", 0,
                               lambda tmp, run: verdict(tmp, run, "one answer")),
-    "verdict-no-guesses": Row("checker gave no guesses to ", 0,
-                              lambda tmp, run: verdict(tmp, run, "no guesses")),
-    "nothing-passed": Row("  nothing passed, most commonly question_length (4 of 4; ", 0,
-                          nothing_passed),
+    "replies-unreadable": Row(
+        lambda tmp: f"  the checker's replies about {candidates_of(tmp)} candidates could not be "
+        "read (they fail unreadable: nothing was measured; each reply is quoted in its failure)",
+        0, lambda tmp, run: verdict(tmp, run, "no guesses")),
+    "verdict-unreadable": Row(
+        '✗ unreadable: connected: the reply of checker to \\"What is the birthplace of a certain ',
+        0, lambda tmp, run: verdict(tmp, run, "no guesses")),
+    "per-event": Row(
+        "✗ per_event: passed, but its event keeps 1 item(s) ranked higher or of another bridge "
+        "and property (--per-event 1): ", 0,
+        lambda tmp, run: selected(tmp, run, "--per-event", "1", "--max-share", "1")),
+    "max-share": Row(  # every item asks for a birthplace: one is kept
+        "✗ max_share: passed, but 1 of the 1 items kept already ask for a birthplace "
+        "(--max-share 0.4)", 0, selected),
+    "nothing-passed": Row(
+        lambda tmp: "  nothing passed, most commonly question_length "
+        f"({candidates_of(tmp)} of {candidates_of(tmp)}; ", 0, nothing_passed),
     "redirect-loop": Row(
         "'North Gate of Dunmere': no article, its redirects go round (North Gate of Dunmere -> "
         "South Gate of Dunmere -> North Gate of Dunmere)", 0, redirect_loop),
@@ -637,11 +721,11 @@ ROWS: dict[str, Row] = {
         f"{PORTAL_PAGE}.wiki: not UTF-8 text (byte 0)", 0,
         lambda tmp: damaged_page(tmp, wiki=b"\xff\xfe damaged")),
     "html-sha256": Row(
-        f"{PORTAL_PAGE}.html: sha256 does not match its sidecar", 0,
-        lambda tmp: damaged_page(tmp, html=b"<p>edited</p>", html_sha256="0" * 64)),
+        "article Charles III: Charles_III.html: sha256 does not match its sidecar: read from "
+        "its wikitext", 0, lambda tmp, run: damaged_rendering(tmp, run, b"<p>edited</p>")),
     "html-missing": Row(
-        f"{PORTAL_PAGE}.html is missing (its sidecar gives its sha256)", 0,
-        lambda tmp: damaged_page(tmp, html_sha256="0" * 64)),
+        "article Charles III: Charles_III.html is missing (its sidecar gives its sha256): read "
+        "from its wikitext", 0, lambda tmp, run: damaged_rendering(tmp, run, None)),
     "nul-line-dropped": Row(
         "line 1 dropped: it holds NUL characters, which no wikitext has", 0,
         lambda tmp: damaged_page(tmp, sha256=None, wiki=b"junk\0line\n" + (
@@ -803,6 +887,8 @@ def test_each_message_ends_in_its_exit_status(
     needs_a_run = case.scenario.__code__.co_argcount == 2
     args = (tmp_path, request.getfixturevalue("connected")) if needs_a_run else (tmp_path,)
     ran = case.scenario(*args)
-    assert case.message in ran.text, ran.text[-3000:]
+    message = case.message(tmp_path) if callable(case.message) else case.message
+    found = message.search(ran.text) if isinstance(message, re.Pattern) else message in ran.text
+    assert found, ran.text[-3000:]
     assert ran.status == case.status, ran.text[-3000:]
     assert "Traceback" not in ran.text
