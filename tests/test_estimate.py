@@ -12,10 +12,11 @@ import pytest
 
 from cuqa_builder.cli.build import main as build
 from cuqa_builder.cli.evaluate import main as evaluate
-from cuqa_builder.jsonio import write_jsonl
+from cuqa_builder.jsonio import read_jsonl, write_jsonl
 from cuqa_builder.llm.local import record_speed
 from cuqa_builder.llm.prices import PriceTable
 from cuqa_builder.llm.types import SpeedSums
+from cuqa_builder.records import GenerationFailure
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events
 from cuqa_builder.testing.openai_server import Reply, ScriptedLLM, last_user_message
 from cuqa_builder.testing.pool_llm import PoolResponder
@@ -266,10 +267,12 @@ def test_on_a_finished_run_the_estimate_is_what_a_rerun_pays_nothing(
 ) -> None:
     """Issue 32: a finished run's estimate planned the checker again ("about 8 min") and the
     candidates of the failed events ("5 not generated yet"), where a re-run pays 0 calls. Its
-    events that failed (every description names its bridge: three of eight) and its checks are
-    answered from the cache: 0 calls, 0 min, and the cached calls the re-run reads."""
+    events that failed (an event's first named thing is described by its name) are made again
+    from the cache, and its checks were asked while composing: 0 calls, 0 min, and the cached
+    calls the re-run reads."""
     with ScriptedLLM(NamesTheBridge()) as llm:
         assert _connected(tmp_path, llm) == 0
+        failed = read_jsonl(tmp_path / "generation-failures.jsonl", GenerationFailure)
         capsys.readouterr()
         assert _connected(tmp_path, llm, "--estimate") == 0
         estimate = capsys.readouterr().out
@@ -281,10 +284,12 @@ def test_on_a_finished_run_the_estimate_is_what_a_rerun_pays_nothing(
     generate_hits = re.search(r"LLM scripted: 0 calls, (\d+) cache hits", rerun)
     checker_hits = re.search(r"checker: .*; 0 calls, (\d+) from the cache", rerun)
     assert generate_hits is not None and checker_hits is not None, rerun
-    assert _cached_in(estimate) == [int(generate_hits[1]), int(checker_hits[1])], estimate
-    assert "the 3 items that failed last time, every call answered, are made again from the " \
-        "cache and fail alike" in estimate
-
+    assert _cached_in(estimate) == [int(generate_hits[1])], estimate
+    # the checks were asked while composing: validate reads them from the candidates
+    assert int(checker_hits[1]) == 0 and ": 0 calls, 0 min: nothing to ask" in estimate
+    assert {f.step for f in failed} >= {"Pool"}  # events whose pool gave no candidate
+    assert f"the {len(failed)} items that failed last time, every call answered, are made " \
+        "again from the cache and fail alike" in estimate
 
 def test_on_a_new_run_the_estimate_counts_what_the_run_asks(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
