@@ -358,11 +358,11 @@ def with_review_tasks(ran: Ran, run: Path, tmp: Path) -> Ran:
     return with_files(ran, tmp / "tasks.json", run / "candidates.jsonl")
 
 
-def selected(tmp: Path, connected: Path, *flags: str) -> Ran:
+def selected(tmp: Path, connected: Path) -> Ran:
     """Validate keeps the best items of each event and caps each property's share (the checks
     were asked while composing: nothing is asked again)."""
     run = copy(connected, tmp)
-    return with_review_tasks(validate(run, PoolResponder(), *flags), run, tmp)
+    return with_review_tasks(validate(run, PoolResponder()), run, tmp)
 
 
 def checker_down_while_validating(tmp: Path, connected: Path) -> Ran:
@@ -684,11 +684,11 @@ ROWS: dict[str, Row] = {
     "verdict-unreadable": Row(
         '✗ unreadable: connected: the reply of checker to \\"What is the birthplace of a certain ',
         0, lambda tmp, run: verdict(tmp, run, "no guesses")),
+    # every item asks for a birthplace: each event keeps one, and the share one of them
     "per-event": Row(
-        "✗ per_event: passed, but its event keeps 1 item(s) ranked higher or of another bridge "
-        "and property (--per-event 1): ", 0,
-        lambda tmp, run: selected(tmp, run, "--per-event", "1", "--max-share", "1")),
-    "max-share": Row(  # every item asks for a birthplace: one is kept
+        "✗ per_event: passed, but its event keeps the best ranked items of other bridges and "
+        "properties (--per-event 2): ", 0, selected),
+    "max-share": Row(
         "✗ max_share: passed, but 1 of the 1 items kept already ask for a birthplace "
         "(--max-share 0.4)", 0, selected),
     "nothing-passed": Row(
