@@ -747,3 +747,22 @@ def test_the_card_counts_every_check_that_ran_and_who_wrote_the_items(
     # the mix by what the known hop asks (issue 33): here every item asks a birthplace
     assert "| known property | items | share |" in card
     assert f"| birthplace | {released} | 100% |" in card
+
+
+def test_an_empty_known_facts_reply_is_no_hop_not_a_refusal() -> None:
+    """The prompt lets the model write nothing for a thing with no lasting property."""
+    from cuqa_builder.generation.known_facts import parse_facts
+
+    assert parse_facts("") == "" and parse_facts("NONE") == ""
+
+
+def test_the_pool_summary_counts_one_refusal_reason_once() -> None:
+    from cuqa_builder.generation.pool_report import _head
+
+    assert _head("refused: the description names the bridge 'Sittwe'") == _head(
+        "refused: the description names the bridge 'Turkey'")
+
+
+def test_the_pool_model_answers_a_question_it_did_not_describe_with_nothing() -> None:
+    responder = PoolResponder(answer_of={"Sittwe": "Kaladan River", "Turkey": "Anatolia"})
+    assert responder._answer("What is the birthplace of the person who won in May 2023?") == ""

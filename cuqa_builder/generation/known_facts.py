@@ -54,8 +54,11 @@ _DETERMINER_BEFORE = re.compile(r"\b(?:the|a|an)\s+[\w-]+\s+$", re.IGNORECASE)
 def parse_facts(raw: str) -> str:
     """The reply's "T<n> | ..." lines, fields trimmed; "" for a reply that says there is
     nothing (the prompt allows it); refused when it has text but no such line."""
-    text = parse_passage(raw).strip()
-    if not text or _NOTHING.match(text):
+    try:
+        text = parse_passage(raw).strip()
+    except OutputError:  # an empty reply: nothing to write, as the prompt allows
+        return ""
+    if _NOTHING.match(text):
         return ""
     lines = []
     for line in text.splitlines():

@@ -11,14 +11,16 @@ from dataclasses import dataclass, field
 from cuqa_builder.records import PoolRecord
 
 SURVIVED, KEPT, NOT_SCREENED = "survived", "kept", "not screened"
-_FIRST_WORD = re.compile(r"^(\w[\w ]*?)(?::|$| \()")
+# A reason's words up to what it quotes or explains ("the description names the bridge 'X'").
+_FIRST_WORD = re.compile(r"^([^:('\"]*)")
 
 
 def _head(text: str) -> str:
-    """An outcome or a reason by its first words: "connected", "skipped: foreseeable"."""
+    """An outcome or a reason by its first words, what it quotes of its own case left out:
+    "connected", "skipped: foreseeable", "refused: the description names the bridge"."""
     first, _, rest = text.partition(": ")
     if first in ("skipped", "refused"):
-        return f"{first}: {_FIRST_WORD.match(rest)[1] if _FIRST_WORD.match(rest) else rest}"
+        return f"{first}: {_FIRST_WORD.match(rest)[1].strip()}"
     return first.split(" (")[0]
 
 

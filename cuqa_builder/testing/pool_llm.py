@@ -89,8 +89,8 @@ class PoolResponder:
         bridge = self.bridge_of.get((found[1], found[2]), "") if found else ""
         if question.startswith("Which of the "):
             return bridge  # AAB: the bridge is the answer
-        return next((a for name, a in self.answer_of.items() if bridge.endswith(name)
-                     or name.endswith(bridge)), "")
+        return next((a for name, a in self.answer_of.items() if bridge and (
+            bridge.endswith(name) or name.endswith(bridge))), "")
 
     def _answers_of(self, tag: str) -> list[str]:
         """Every answer of an event's questions (a masked question does not say which)."""
