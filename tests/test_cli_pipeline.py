@@ -78,7 +78,9 @@ def test_every_stage_runs_and_a_rerun_pays_nothing(servers, tmp_path: Path, caps
     candidates = [json.loads(line) for line in (run / "candidates.jsonl").open()]
     easy = [c["difficulty"] for c in candidates].count("easy")
     # the server has articles for the entities of the first four events, not the fifth
-    assert easy == 4 and not (run / "generation-failures.jsonl").read_text()
+    assert easy == 4 and all(  # the one event without an article, not tried
+        json.loads(line)["step"] == "Select"
+        for line in (run / "generation-failures.jsonl").read_text().splitlines())
     assert [c["difficulty"] for c in candidates].count("hard") == 1
     assert all(c["validation"] is not None for c in candidates)
     release = tmp_path / "output" / "sample"

@@ -75,7 +75,9 @@ def test_wiki_passages_are_the_leads_of_articles_at_the_cutoff(
     out = tmp_path / "run"
     assert _build(wiki, llm, out) == 0
     items = read_jsonl(out / "candidates.jsonl", Candidate)
-    assert not read_jsonl(out / "generation-failures.jsonl", GenerationFailure)
+    # the events not tried are said in the failures file (no article at the cutoff), no other
+    assert {f.step for f in read_jsonl(out / "generation-failures.jsonl", GenerationFailure)} \
+        <= {"Select"}
     # the submersible and the Wagner Group events: no article served for their entities
     assert len(items) == 4
     assert "(2 without an entity that had an article at the cutoff skipped)" in \
