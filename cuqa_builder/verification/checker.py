@@ -153,7 +153,10 @@ _Ask = Callable[["Recorder", "Recorder"], Awaitable[list[CheckerVerdict]]]
 
 
 @dataclass
-class ItemChecker:
+class Checking:
+    """The models the checks ask: one item at a time (`ItemChecker`) or an event's questions
+    together (`pooled.PooledChecker`)."""
+
     client: LLMClient  # the checker: open book, judge, and the guesses without a `guesser`
     cutoff: str  # the cutoff as the run's label ("2023-04")
     counted: int = DEFAULT_GUESSES_COUNTED
@@ -162,6 +165,10 @@ class ItemChecker:
     @property
     def knowledge(self) -> CheckerKnowledge:
         return "cutoff" if self.guesser is not None else "told"
+
+
+@dataclass
+class ItemChecker(Checking):
 
     async def check(self, item: Candidate, *, fail_fast: bool = False) -> Outcome:
         """Every check of the item, all at once; with `fail_fast`, the guesses first and the

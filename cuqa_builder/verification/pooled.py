@@ -16,12 +16,12 @@ from cuqa_builder.concurrency import all_finished
 from cuqa_builder.llm.client import LLMClient, prompt_request
 from cuqa_builder.prompts import load_prompt
 from cuqa_builder.records import CheckerKnowledge, CheckerVerdict, Event
-from cuqa_builder.verification import DEFAULT_GUESSES_COUNTED
 from cuqa_builder.verification.checker import (
     ANSWERED_WITH_EVENT,
     CONNECTED,
     ONE_ANSWER,
     UNKNOWN_BEFORE_CUTOFF,
+    Checking,
     GuessAsked,
     cutoff_phrase,
     guess_verdict,
@@ -63,15 +63,7 @@ def _unreadable(check: str, question: str, model: str, read: Unreadable,
 
 
 @dataclass
-class PooledChecker:
-    client: LLMClient  # the checker: masked guesses, open book, judge
-    cutoff: str  # the cutoff as the run's label ("2023-04")
-    counted: int = DEFAULT_GUESSES_COUNTED
-    guesser: LLMClient | None = None  # a model whose knowledge ends at the cutoff
-
-    @property
-    def knowledge(self) -> CheckerKnowledge:
-        return "cutoff" if self.guesser is not None else "told"
+class PooledChecker(Checking):
 
     async def guesses(self, questions: Sequence[PooledQuestion]) -> Verdicts:
         """`connected` and `unknown_before_cutoff` of every question: two requests, asked
