@@ -18,10 +18,11 @@ from typing import Any, TypeVar
 import pytest
 
 from cuqa_builder.llm.cache import CallCache, CallRow, canonical_request, request_key
+from cuqa_builder.llm.client import prompt_request
 from cuqa_builder.llm.gateway import Gateway, open_gateway
 from cuqa_builder.llm.settings import LLMSettings
-from cuqa_builder.llm.types import ChatRequest, ChatResult, LLMError
-from cuqa_builder.prompts import PromptTemplate
+from cuqa_builder.llm.types import ChatRequest, ChatResult, LLMError, held_to_format
+from cuqa_builder.prompts import PromptTemplate, load_prompt
 from cuqa_builder.testing.openai_server import Reply, RuleResponder, ScriptedLLM
 
 SECRET = "sk-test-SECRET123"
@@ -179,9 +180,31 @@ def test_the_canonical_request_is_every_sent_field_as_dumped(tmp_path: Path) -> 
     request = ChatRequest(messages=[{"role": "user", "content": "Où? ☃"}], temperature=0.3,
                           seed=7, stop=["\n"], logprobs=True, top_logprobs=2, template="t",
                           template_hash="h")
-    dumped = {"model": "m", **request.model_dump(exclude={"template", "template_hash"})}
+    # The fields added later (a reply format) are left out while unset: old keys stay valid.
+    dumped = {"model": "m", **request.model_dump(
+        exclude={"template", "template_hash", "reply_schema", "response_format"})}
     assert canonical_request("m", request) == json.dumps(
         dumped, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def test_a_remote_model_is_asked_for_the_reply_format_in_words_only(tmp_path: Path) -> None:
+    """A template's reply schema reaches only the embedded model (`held_to_format`): an endpoint
+    gets the papers' wording and nothing else, under the key it always had."""
+    template = load_prompt("answer_with_event")
+    assert template.reply_schema is not None
+    values = {"date": "1 May 2024", "event": "E.", "cutoff": "2023-04", "passage": "P.",
+              "question": "Q?"}
+    with ScriptedLLM(RuleResponder([], default="Answer: X")) as llm:
+        with_gateway(settings_for(llm, tmp_path), lambda gw: gw.prompt(template, values))
+        assert "response_format" not in llm.requests[0]
+    request = prompt_request(template, values)
+    plain = request.model_copy(update={"reply_schema": None})
+    assert canonical_request("m", request) == canonical_request("m", plain)
+    held = held_to_format(request, True)
+    assert held.response_format == {"type": "json_schema", "json_schema": {
+        "name": "answer_with_event", "schema": json.loads(template.reply_schema)}}
+    assert canonical_request("m", held) != canonical_request("m", request)  # another answer
+    assert held_to_format(request, False) is request
 
 
 @pytest.mark.parametrize("cached", [True, False])

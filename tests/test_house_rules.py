@@ -80,7 +80,10 @@ def test_prompts_and_annotation_files_live_at_the_top_level_only() -> None:
     """The design card's layout: people find the templates in `prompts/` and the labeling config
     and guidelines in `annotation/`; the package folders of those names hold only their code."""
     templates = [path for path in (ROOT / "prompts").iterdir() if path.is_file()]
-    assert templates and all(path.suffix == ".txt" for path in templates)
+    assert templates and all(path.suffix == ".txt" or path.name.endswith(".reply.json")
+                             for path in templates)
+    for schema in (ROOT / "prompts").glob("*.reply.json"):  # a reply format beside its template
+        assert schema.with_name(schema.name.removesuffix(".reply.json") + ".txt").is_file()
     annotation = sorted(path.name for path in (ROOT / "annotation").iterdir())
     assert annotation == ["GUIDELINES.md", "labeling_config.xml"]
     for folder in ("prompts", "annotation"):

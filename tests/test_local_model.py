@@ -26,7 +26,9 @@ from cuqa_builder.llm.local import (
 )
 from cuqa_builder.llm.settings import LLMSettings
 from cuqa_builder.llm.types import ChatRequest, ChatResult, GatewayStats
+from cuqa_builder.prompts import load_prompt
 from cuqa_builder.records import Event, EventSource
+from cuqa_builder.verification.replies import OpenBookReply, read_open_book
 
 pytestmark = pytest.mark.localmodel
 SMALL = "smollm2-135m-instruct-q4_1"
@@ -66,6 +68,29 @@ def test_a_real_chat_completion_with_logprobs_through_the_gateway(tmp_path: Path
     assert first.cost == 0.0 and first.latency_s > 0
     assert second.cached and second.text == first.text
     assert (stats.calls, stats.cache_hits) == (1, 1)
+
+
+def test_the_embedded_model_is_held_to_the_open_book_reply_format(tmp_path: Path) -> None:
+    """Left to itself a small model answers the open book with a bare name (measured: the
+    quick start's 1.5B model, every time); held to the template's reply schema by llama.cpp,
+    its reply is one the check can read, with both findings."""
+    values = {"date": "12 September 2023",
+              "event": "A magnitude 6.8 earthquake strikes the High Atlas in Morocco.",
+              "cutoff": "the end of April 2023",
+              "passage": "Morocco is a country in North Africa. Its capital is Rabat.",
+              "question": "What is the capital of the country where a magnitude 6.8 earthquake "
+                          "struck the High Atlas in September 2023?"}
+
+    async def run() -> str:
+        settings = LLMSettings(local=SMALL, cache_path=tmp_path / "c.sqlite", concurrency=1)
+        async with open_gateway(settings) as gw:
+            result = await gw.prompt(load_prompt("answer_with_event"), values,
+                                     temperature=0.0, max_tokens=96, seed=1)
+            return result.text
+
+    reply = read_open_book(asyncio.run(run()))
+    assert isinstance(reply, OpenBookReply), reply
+    assert reply.others_unreadable is None
 
 
 def test_the_server_listens_on_loopback_and_stops_on_close(

@@ -46,7 +46,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_the_wheel_carries_every_template_and_both_annotation_files(wheel: Path) -> None:
-    templates = sorted(path.name for path in (ROOT / "prompts").glob("*.txt"))
+    templates = sorted(path.name for path in (ROOT / "prompts").iterdir() if path.is_file())
     assert templates, "no templates in the top-level prompts/ folder"
     expected = {f"cuqa_builder/prompts/{name}" for name in templates}
     expected |= {f"cuqa_builder/annotation/{name}" for name in ANNOTATION_FILES}

@@ -88,7 +88,8 @@ async def plan_evaluation(
     with cache_to_read(settings) as cache:
         for run_options in _option_grid(asked, options):
             for item in items:
-                gateway = PlanningGateway(plan, stand_in, cache, seen, settings.api)
+                gateway = PlanningGateway(plan, stand_in, cache, seen, settings.api,
+                                          settings.held_to_format)
                 run = SolverRun(gateway, retriever, run_options)
                 answer = (await solver(item.question, run)).strip()
                 plan.rounds = max(plan.rounds, run.llm_calls)

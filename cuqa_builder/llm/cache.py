@@ -90,7 +90,7 @@ CREATE TABLE IF NOT EXISTS batch_requests (
 HIT_FLUSH = 1000  # hits counted in memory before they are written
 
 # Recorded beside the call, not part of what the model sees.
-_NOT_SENT = frozenset({"template", "template_hash"})
+_NOT_SENT = frozenset({"template", "template_hash", "reply_schema", "response_format"})
 _SENT = tuple(name for name in ChatRequest.model_fields if name not in _NOT_SENT)
 
 
@@ -98,6 +98,9 @@ def canonical_request(model: str, request: ChatRequest, api: str = "chat") -> st
     # The fields as they are (what `model_dump` would give for these plain types, at a fraction
     # of its cost: a resumed batch run computes hundreds of thousands of keys).
     sent = {name: getattr(request, name) for name in _SENT}
+    # Only a model held to a reply format is sent one: every other key stays what it was.
+    if request.response_format is not None:
+        sent["response_format"] = request.response_format
     # The completions endpoint answers the same prompt differently: its calls get keys of
     # their own, while chat keys stay what they always were.
     endpoint = {} if api == "chat" else {"api": api}

@@ -31,5 +31,6 @@ def prompt_request(
         messages=[{"role": "user", "content": template.render(**values)}],
         template=template.name,
         template_hash=template.sha256,
+        reply_schema=template.reply_schema,
         **sampling,
     )

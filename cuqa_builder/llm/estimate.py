@@ -45,6 +45,7 @@ from cuqa_builder.llm.types import (
     Speed,
     SpeedSums,
     TokenLogprob,
+    held_to_format,
 )
 
 CHARS_PER_TOKEN = 4.0
@@ -219,16 +220,18 @@ class PlanningGateway:
 
     def __init__(self, plan: CallPlan, stand_in: Callable[[ChatRequest], StandIn],
                  cache: CallCache | None = None, seen: set[str] | None = None,
-                 api: str = "chat") -> None:
+                 api: str = "chat", held: bool = False) -> None:
         self.plan = plan
         self.model = plan.model
         self._stand_in = stand_in
         self._cache = cache
         self._seen = set() if seen is None else seen
         self._api = api
+        self._held = held  # held to each prompt's reply format, as the gateway would be
         self.planned = 0  # the calls it answered with stand-in text (none from the cache)
 
     async def chat(self, request: ChatRequest) -> ChatResult:
+        request = held_to_format(request, self._held)
         key = request_key(canonical_request(self.model, request, self._api))
         hit = self._cache.get(key) if self._cache is not None else None
         if hit is not None:

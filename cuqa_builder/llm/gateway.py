@@ -53,6 +53,7 @@ from cuqa_builder.llm.types import (
     GatewayStats,
     LLMError,
     SpeedSums,
+    held_to_format,
 )
 from cuqa_builder.prompts import PromptTemplate
 
@@ -147,6 +148,7 @@ class Gateway:
         return await self.chat(prompt_request(template, values, **sampling))
 
     async def chat(self, request: ChatRequest) -> ChatResult:
+        request = held_to_format(request, self._settings.held_to_format)
         canonical = canonical_request(self.model, request, self._settings.api)
         key = request_key(canonical)
         if self._cache is not None and not self._settings.refresh:
@@ -424,7 +426,8 @@ def _sampling(request: ChatRequest) -> dict[str, Any]:
     """The request's sampling parameters that were set, as the client takes them."""
     params: dict[str, Any] = {
         name: value
-        for name in ("temperature", "top_p", "seed", "max_tokens", "stop", "top_logprobs")
+        for name in ("temperature", "top_p", "seed", "max_tokens", "stop", "top_logprobs",
+                     "response_format")
         if (value := getattr(request, name)) is not None
     }
     if request.logprobs:

@@ -62,6 +62,12 @@ class LLMSettings(BaseModel):
         return self.local is not None
 
     @property
+    def held_to_format(self) -> bool:
+        """Whether calls are held to their prompt's reply format (`types.held_to_format`): the
+        embedded model, on llama.cpp's chat endpoint."""
+        return self.uses_local_model and self.api == "chat"
+
+    @property
     def batched(self) -> bool:
         return self.batch_mode != "live"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -16,7 +17,9 @@ class TokenLogprob(BaseModel):
 
 
 class ChatRequest(BaseModel):
-    """One chat completion. `template`/`template_hash` are recorded, not sent."""
+    """One chat completion. `template`/`template_hash` are recorded, not sent; `reply_schema`
+    (the template's reply format as a JSON schema, JSON text) is sent as `response_format` only
+    to a model that is held to it (`held_to_format`)."""
 
     messages: list[dict[str, str]]
     temperature: float | None = None
@@ -26,8 +29,22 @@ class ChatRequest(BaseModel):
     stop: list[str] | None = None
     logprobs: bool = False
     top_logprobs: int | None = None
+    response_format: dict[str, Any] | None = None
     template: str | None = None
     template_hash: str | None = None
+    reply_schema: str | None = None
+
+
+def held_to_format(request: ChatRequest, held: bool) -> ChatRequest:
+    """The request as sent to a model that is (`held`) or is not held to its template's reply
+    format. The embedded model keeps to a prompt's lines only when llama.cpp constrains its
+    output to the format's JSON schema; a remote model is asked in words, as the papers do."""
+    if not held or request.reply_schema is None or request.response_format is not None:
+        return request
+    schema = json.loads(request.reply_schema)
+    return request.model_copy(update={"response_format": {
+        "type": "json_schema",
+        "json_schema": {"name": request.template or "reply", "schema": schema}}})
 
 
 class ChatResult(BaseModel):

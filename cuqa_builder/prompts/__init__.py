@@ -2,12 +2,15 @@
 worded as the papers' tables; the wheel carries them inside this package (see `shipped`).
 
 A file may open with a front matter block (between two `---` lines) naming its source; the body
-after it is the template that is sent, and its sha256 is recorded with every call.
+after it is the template that is sent, and its sha256 is recorded with every call. A template
+whose reply has a fixed shape may have that shape beside it as a JSON schema, `NAME.reply.json`:
+the embedded model is held to it (llama.cpp's constrained output), other models are not.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import string
 from dataclasses import dataclass
 from functools import cache, cached_property
@@ -31,6 +34,7 @@ class PromptTemplate:
     name: str
     text: str
     source: str
+    reply_schema: str | None = None  # JSON text of `NAME.reply.json`, when there is one
 
     # Worked out once per template: every call records the hash and renders the placeholders.
     @cached_property
@@ -56,6 +60,20 @@ def _split_front_matter(raw: str) -> tuple[str, str]:
     return "", raw
 
 
+def _reply_schema(name: str) -> str | None:
+    path = shipped_file(__package__, f"{name}.reply.json")
+    if not path.is_file():
+        return None
+    text = path.read_text(encoding="utf-8")
+    try:
+        schema = json.loads(text)
+    except ValueError as exc:
+        raise PromptError(f"the reply format of prompt {name!r} is not JSON: {exc}") from None
+    if not isinstance(schema, dict):
+        raise PromptError(f"the reply format of prompt {name!r} is not a JSON schema object")
+    return json.dumps(schema, sort_keys=True, separators=(",", ":"))
+
+
 @cache
 def load_prompt(name: str, expects: frozenset[str] | None = None) -> PromptTemplate:
     """Load the template `NAME.txt`; with `expects`, its placeholders must be exactly those."""
@@ -63,7 +81,8 @@ def load_prompt(name: str, expects: frozenset[str] | None = None) -> PromptTempl
     if not path.is_file():
         raise PromptError(f"no prompt template {name!r} (looked for {path})")
     header, body = _split_front_matter(path.read_text(encoding="utf-8"))
-    template = PromptTemplate(name=name, text=body.strip("\n"), source=header)
+    template = PromptTemplate(name=name, text=body.strip("\n"), source=header,
+                              reply_schema=_reply_schema(name))
     try:
         found = template.placeholders
     except ValueError as exc:

@@ -205,7 +205,8 @@ async def _replay_checker(
     settings = model_settings(ctx.options, ctx.path(LLM_CACHE), model,
                               ctx.options.checks.check_base_url)
     plan = CallPlan(model, calibration(settings, model), rounds=2)  # guesses, then the event
-    client = PlanningGateway(plan, _checker_stand_in, cache, api=settings.api)
+    client = PlanningGateway(plan, _checker_stand_in, cache, api=settings.api,
+                             held=settings.held_to_format)
     guesser = None
     if probe is not None:
         guesser = client if probe.model == model else PlanningGateway(
