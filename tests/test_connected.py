@@ -87,6 +87,22 @@ def _generated(out: Path, responder: PoolResponder, *extra: str) -> ScriptedLLM:
     return llm
 
 
+def test_the_pool_line_of_a_resumed_run_counts_every_event_of_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A command that finishes a run made partly before says what the whole run's pools held,
+    not only the events it made itself."""
+    with ScriptedLLM(PoolResponder()) as llm:
+        assert _build(tmp_path, llm, "events") == 0
+        assert _build(tmp_path, llm, "generate", "--limit", "2") == 0
+        capsys.readouterr()
+        assert _build(tmp_path, llm, "generate") == 0
+    summary = capsys.readouterr().out
+    assert len({p.event_id for p in _pools(tmp_path)}) == 4
+    assert "pool (the whole run): 4 events, 9 of 9 named things described" in summary
+    assert "9 left in 4 events" in summary
+
+
 def _pools(run: Path) -> list[PoolRecord]:
     return read_jsonl(run / "pool.jsonl", PoolRecord)
 
@@ -129,7 +145,7 @@ def test_each_event_s_pool_is_described_asked_about_and_checked_in_five_requests
             ("one_answer", True)]
         assert {"connected_describe_bridges", "connected_known_facts", "guess_answers_many",
                 "answer_with_event_many"} <= item.generator.prompts.keys()
-    assert "pool: 4 events, 9 of 9 named things described" in summary
+    assert "pool (the whole run): 4 events, 9 of 9 named things described" in summary
     assert "9 left in 4 events; by property: birthplace 9" in summary
     # every event of the window is in one of the two files
     events = read_jsonl(tmp_path / "events.jsonl", Event)[:5]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from cuqa_builder.records import PoolRecord
@@ -36,6 +37,16 @@ class PoolTally:
     survivors: Counter[str] = field(default_factory=Counter)  # by property
     events_with_survivors: int = 0
 
+    @classmethod
+    def of_run(cls, records: Iterable[PoolRecord]) -> PoolTally:
+        """The whole run's pools: each event's latest record of `pool.jsonl` (a resumed command
+        makes only some of them)."""
+        latest = {record.event_id: record for record in records}
+        tally = cls()
+        for record in latest.values():
+            tally.add(record)
+        return tally
+
     def add(self, record: PoolRecord) -> None:
         self.events += 1
         self.bridges += len(record.bridges)
@@ -60,7 +71,8 @@ class PoolTally:
         alive = sum(self.survivors.values())
         mix = ", ".join(f"{p} {n}" for p, n in self.survivors.most_common())
         return [
-            f"  pool: {self.events} events, {self.described} of {self.bridges} named things "
+            f"  pool (the whole run): {self.events} events, {self.described} of {self.bridges} "
+            f"named things "
             f"described" + (f" ({aside})" if aside else ""),
             f"    {self.members} questions composed ({self.members / self.events:.1f} per "
             f"event; {self.hops_refused} known hops refused), {screened} screened"

@@ -35,6 +35,7 @@ from cuqa_builder.generation.algorithm import (
 from cuqa_builder.generation.connected import ConnectedGenerator
 from cuqa_builder.generation.estimate import StepRates, plan_easy, plan_hard
 from cuqa_builder.generation.hard import choose_pairs, merge_pair
+from cuqa_builder.generation.pool_report import PoolTally
 from cuqa_builder.generation.recipes import RECIPES
 from cuqa_builder.generation.seeding import candidate_id
 from cuqa_builder.generation.yield_report import item_calls, stage_line
@@ -55,7 +56,14 @@ from cuqa_builder.llm.settings import LLMSettings, resolve_settings
 from cuqa_builder.llm.types import BatchCallFailed, GatewayStats, LLMError
 from cuqa_builder.ner import Token
 from cuqa_builder.passage_entities import PassageEntities
-from cuqa_builder.records import Candidate, Entity, Event, GenerationFailure, PromptCall
+from cuqa_builder.records import (
+    Candidate,
+    Entity,
+    Event,
+    GenerationFailure,
+    PoolRecord,
+    PromptCall,
+)
 from cuqa_builder.refresh import stale_candidates
 from cuqa_builder.run import (
     CANDIDATES,
@@ -557,6 +565,8 @@ def run(ctx: RunContext) -> str:
     started = time.perf_counter()
     tally = Tally()
     models, stats, plan = asyncio.run(_run(ctx, tally))
+    if ctx.path(POOL).exists():  # the pool line counts the whole run, not this command's part
+        tally.pools = PoolTally.of_run(iter_jsonl(ctx.path(POOL), PoolRecord))
     summary = summary_of(ctx, tally, models[0], stats, time.perf_counter() - started, plan)
     if ctx.options.generate.limit == 0:
         summary = ("generate: nothing to do: --limit 0 takes no event (the later stages work "
