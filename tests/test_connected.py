@@ -636,6 +636,18 @@ def test_a_name_that_gives_the_bridge_away_is_refused_or_said_by_its_kind() -> N
     struck = "the country where a quake struck the High Atlas in 2023"
     assert without_giveaways(struck, giveaways(struck, morocco, quake, known), quake, known) == (
         "the country where a quake struck a mountain range in 2023")
+    # a person's article names their country, and the country gives them away to no one
+    arevalo = Entity(text="Bernardo Arévalo", label="PERSON", wiki_title="Bernardo Arévalo")
+    country = Entity(text="Guatemala", label="GPE", wiki_title="Guatemala")
+    runoff = event.model_copy(update={"entities": [arevalo, country]})
+    at_cutoff = {
+        "Bernardo Arévalo": _known("Bernardo Arévalo", "Arévalo is a Guatemalan politician.",
+                                   "person", links=("Guatemala",)),
+        "Guatemala": _known("Guatemala", "Guatemala is a country in Central America.",
+                            "country")}
+    won = "the politician who won Guatemala's presidential runoff in August 2023"
+    assert giveaways(won, arevalo, runoff, at_cutoff) == []
+    assert [e.text for e in giveaways(struck, morocco, quake, known)] == ["High Atlas"]
     # a name that modifies a noun, or the event itself, cannot be said by a kind: no description
     slam = Entity(text="Grand Slam", label="LINK", wiki_title="Grand Slam (tennis)")
     assert without_giveaways("the player who won his 24th Grand Slam title in 2023", [slam],

@@ -147,9 +147,21 @@ def giveaways(description: str, bridge: Entity, event: Event,
             continue
         article = known.get(entity_key(other))
         if is_the_event(other, event) or (article is not None and _mentions(article, bridge)) \
-                or (own is not None and _mentions(own, other)):
+                or (own is not None and _mentions(own, other)
+                    and not _holds_too_many(other, bridge, known)):
             found.append(other)
     return found
+
+
+# Kinds of place that hold too many people for naming one to point to a person in it.
+_LARGE_PLACES = frozenset({"country", "state", "province", "region"})
+
+
+def _holds_too_many(place: Entity, bridge: Entity, known: dict[str, KnownArticle]) -> bool:
+    """A person's article names their country, but "the politician who won Guatemala's runoff"
+    does not give Arévalo away: the country holds thousands like him. (A place in a country is
+    another matter: few islands of Hawaii, few ranges of Morocco.)"""
+    return kind_word(bridge, known) == "person" and kind_word(place, known) in _LARGE_PLACES
 
 
 # Infobox kinds plain enough to stand in a question for the name; others (jargon such as
