@@ -223,7 +223,6 @@ class _Writer:
         ))
         if error.pool is not None:
             self.pools.append(error.pool)
-            self.tally.pools.add(error.pool)
         self.tally.refused += sum(call.rejected is not None for call in error.attempts)
         if job.sub_items:
             self.tally.hard_failed += 1

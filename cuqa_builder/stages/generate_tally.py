@@ -75,8 +75,6 @@ class Tally:
     def count_made(self, made: Made) -> None:
         for item in made.items:
             self.count(item)
-        if made.pool is not None:
-            self.pools.add(made.pool)
 
     def count(self, item: Candidate) -> None:
         calls = item_calls(item)
