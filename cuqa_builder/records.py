@@ -330,7 +330,8 @@ class CriticVerdict(Record):
     note: str = ""
 
 
-CheckerCheck = Literal["connected", "unknown_before_cutoff", "answered_with_event", "one_answer"]
+CheckerCheck = Literal["connected", "unknown_before_cutoff", "answered_with_event", "one_answer",
+                       "one_thing"]
 CheckerKnowledge = Literal["told", "cutoff"]
 
 

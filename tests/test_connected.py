@@ -107,19 +107,21 @@ def _pools(run: Path) -> list[PoolRecord]:
     return read_jsonl(run / "pool.jsonl", PoolRecord)
 
 
-def test_each_event_s_pool_is_described_asked_about_and_checked_in_five_requests(
+def test_each_event_s_pool_is_described_and_asked_about_and_checked_across_events(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Every named thing of an event described in one request and its known facts written in
-    another; the pool's masked and whole questions guessed in one request each; the survivors
-    answered with the event in one more. Every survivor is a candidate: the known question
-    with the bridge's name replaced by its description."""
+    another; the masked and whole questions of all the events guessed in one request each; the
+    survivors answered with their events in one more (issue 37). Every survivor is a
+    candidate: the known question with the bridge's name replaced by its description."""
     llm = _generated(tmp_path, PoolResponder())
     llm.__exit__(None, None, None)
     summary = capsys.readouterr().out
     pools = _pools(tmp_path)
-    assert len(pools) == 4 and llm.calls == 5 * len(pools)
-    assert all([c.function for c in p.calls] == EVENT_CALLS for p in pools)
+    assert len(pools) == 4 and llm.calls == 2 * len(pools) + 3
+    assert all([c.function for c in p.calls][:2] == EVENT_CALLS[:2] for p in pools)
+    # each request of the checks is recorded once, on the event of its first question
+    assert sorted(c.function for p in pools for c in p.calls[2:]) == sorted(EVENT_CALLS[2:])
     items = read_jsonl(tmp_path / "candidates.jsonl", Candidate)
     assert len(items) == sum(len(p.members) for p in pools) == 9
     # the event's calls are counted once, on its first item
@@ -142,7 +144,7 @@ def test_each_event_s_pool_is_described_asked_about_and_checked_in_five_requests
             f"item {description.split()[5].rstrip(',')}?"
         assert [(v.check, v.passed) for v in steps.screening] == [
             ("connected", True), ("unknown_before_cutoff", True), ("answered_with_event", True),
-            ("one_answer", True)]
+            ("one_answer", True), ("one_thing", True)]
         assert {"connected_describe_bridges", "connected_known_facts", "guess_answers_many",
                 "answer_with_event_many"} <= item.generator.prompts.keys()
     assert "pool (the whole run): 4 events, 9 of 9 named things described" in summary
@@ -165,7 +167,7 @@ def test_a_guessed_question_fails_in_its_pool_and_validate_asks_nothing_again(
     responder = PoolResponder(guessed={"Move Forward": "masked"})
     llm = _generated(tmp_path, responder)
     generated = llm.calls
-    assert generated == 5 * 3 + 4  # the guessed event is not asked with the event
+    assert generated == 2 * 4 + 3  # each event's two, then the checks of all four
     [thai] = [p for p in _pools(tmp_path) if len(p.members) == 1
               and p.bridges[0].entity.text == "Move Forward Party"]
     [member] = thai.members
@@ -182,7 +184,7 @@ def test_a_guessed_question_fails_in_its_pool_and_validate_asks_nothing_again(
         # differ only by their tags: some are near-duplicates)
         checked = [c for c in read_jsonl(tmp_path / "candidates.jsonl", Candidate)
                    if c.validation.connected]
-        assert all(len(c.validation.connected) == 4 for c in checked) and checked
+        assert all(len(c.validation.connected) == 5 for c in checked) and checked
         assert _build(tmp_path, llm, "validate", "--max-share", "1", "--per-event", "5",
                       "--check-model", "checker") == 0
         # three calls an item, the masked questions alike within an event asked once
@@ -198,33 +200,36 @@ def test_a_guessed_question_fails_in_its_pool_and_validate_asks_nothing_again(
 
 
 def test_a_pooled_reply_missing_a_question_s_line_fails_it_as_unreadable(tmp_path: Path) -> None:
-    """The coronation's whole questions get a reply without a line for Q2: that question has
-    measured nothing and fails `unreadable`, the reply quoted; the others are judged."""
+    """The whole questions get a reply without a line for Q2: that question has measured
+    nothing and fails `unreadable`, the reply quoted; the others are judged."""
+    dropped: list[str] = []
 
     class LosesALine(PoolResponder):
         def __call__(self, body: dict[str, Any]) -> Reply:
             reply = super().__call__(body)
             prompt = last_user_message(body)
-            if prompt.startswith("Imagine") and "Q4." in prompt and " a certain " not in prompt:
+            if prompt.startswith("Imagine") and " a certain " not in prompt:
+                dropped.append(re.search(r"^Q2\. (.+)$", prompt, re.MULTILINE)[1])
                 reply.text = "\n".join(line for line in reply.text.splitlines()
                                        if not line.startswith("Q2:"))
             return reply
 
     llm = _generated(tmp_path, LosesALine())
     llm.__exit__(None, None, None)
-    [coronation] = [p for p in _pools(tmp_path) if len(p.members) == 4]
-    outcomes = [m.outcome.split(":")[0] for m in coronation.members]
-    assert outcomes.count("unreadable") == 1 and outcomes.count("survived") == 3
-    [lost] = [m for m in coronation.members if m.outcome.startswith("unreadable")]
+    members = [m for p in _pools(tmp_path) for m in p.members]
+    [lost] = [m for m in members if m.outcome.startswith("unreadable")]
+    assert [lost.question] == dropped
     assert "cannot be read (no line for Q2)" in lost.outcome
     assert [v.unreadable for v in lost.verdicts if v.unreadable] == ["no line for Q2"]
+    assert sum(m.outcome == "survived" for m in members) == len(members) - 1
 
 
 def test_a_model_of_the_cutoff_guesses_at_the_whole_questions_while_composing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """With --probe-model, that model makes the whole questions' guesses (one request an
-    event), the checker the masked ones; validate finds both in the candidates."""
+    """With --probe-model, that model makes the whole questions' guesses (one request for
+    the events checked together), the checker the masked ones; validate finds both in the
+    candidates."""
     llm = _generated(tmp_path, PoolResponder(), "--probe-model", "cutoff-model")
     try:
         generated = llm.calls
@@ -232,7 +237,7 @@ def test_a_model_of_the_cutoff_guesses_at_the_whole_questions_while_composing(
                     for body in llm.requests
                     if last_user_message(body).startswith("Imagine you know everything")}
         assert guessers == {("cutoff-model", False), ("scripted", True)}
-        assert "cutoff-model (a model of the cutoff) guessed at the whole questions: 4 calls" \
+        assert "cutoff-model (a model of the cutoff) guessed at the whole questions: 1 calls" \
             in capsys.readouterr().out
         (tmp_path / "articles.jsonl").unlink(missing_ok=True)
         assert _build(tmp_path, llm, "validate", "--probe-model", "cutoff-model") == 0
@@ -674,40 +679,39 @@ def test_a_description_that_leans_on_the_event_s_topic_line_is_refused() -> None
                               "event's topic line names")
 
 
-def test_a_checker_down_for_one_event_fails_only_that_event(tmp_path: Path) -> None:
-    """Issue 31: the checker fails for good on the coronation's guesses (HTTP 500, no retry):
-    that event fails as not answered, with its calls; the other events' candidates are
-    written; the same command then asks only the failed calls again."""
+def test_a_checker_down_fails_the_events_checked_together_and_a_re_run_asks_only_that(
+    tmp_path: Path,
+) -> None:
+    """Issue 31, with the checks asked across events (issue 37): the checker fails for good on
+    the masked guesses (HTTP 500, no retry): every event checked with them fails as not
+    answered, with its calls; the same command then asks only the failed call again, and
+    every request the events were dealt into is the same (the rest come from the cache)."""
 
     class DownOnce(PoolResponder):
         down = True
 
         def __call__(self, body: dict[str, Any]) -> Reply:
             prompt = last_user_message(body)
-            if self.down and prompt.startswith("Imagine") and "Q4." in prompt:
+            if self.down and prompt.startswith("Imagine") and " a certain " in prompt:
                 return Reply(status=500, text="checker down")
             return super().__call__(body)
 
     responder = DownOnce()
     with ScriptedLLM(responder) as llm:
         assert _build(tmp_path, llm, "events") == 0
-        # what was made is written; the unchecked event makes the command exit 1
         assert _build(tmp_path, llm, "generate", "--max-retries", "0") == 1
-        made = read_jsonl(tmp_path / "candidates.jsonl", Candidate)
-        [failure] = [f for f in read_jsonl(tmp_path / "generation-failures.jsonl",
-                                           GenerationFailure) if f.step != "Select"]
-        assert failure.step == "Check" and failure.reason.startswith(
-            "the checker scripted could not be asked while composing: ")
-        assert "DescribeBridges" in [c.function for c in failure.calls]
-        assert len({i.event.id for i in made}) == 3 and failure.event_id not in {
-            i.event.id for i in made}
+        assert not read_jsonl(tmp_path / "candidates.jsonl", Candidate)
+        failures = [f for f in read_jsonl(tmp_path / "generation-failures.jsonl",
+                                          GenerationFailure) if f.step != "Select"]
+        assert len(failures) == 4 and all(f.step == "Check" and f.reason.startswith(
+            "the checker scripted could not be asked while composing: ") for f in failures)
+        assert all("DescribeBridges" in [c.function for c in f.calls] for f in failures)
         responder.down = False
         before = llm.calls
         assert _build(tmp_path, llm, "generate") == 0
-        # the whole questions' guesses (the masked ones, one line, were answered and cached),
-        # then the open book
+        # the masked guesses (the whole ones were answered and cached), then the open book
         assert llm.calls - before == 2
-    assert len(read_jsonl(tmp_path / "candidates.jsonl", Candidate)) == len(made) + 4
+    assert len(read_jsonl(tmp_path / "candidates.jsonl", Candidate)) == 9
 
 
 def test_a_known_facts_reply_in_another_step_s_shape_is_refused() -> None:

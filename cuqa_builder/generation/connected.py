@@ -22,8 +22,10 @@ validate asks their checks one by one. Every member's fate is kept in `pool.json
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -84,7 +86,6 @@ from cuqa_builder.records import (
 )
 from cuqa_builder.verification.checker import (
     CHECKER_TEMPLATES,
-    Recorder,
     cutoff_phrase,
     failure_check,
     failure_reason,
@@ -101,7 +102,8 @@ POOL = "Pool"  # the step an event without a surviving question fails at
 
 @dataclass
 class _EventPool:
-    """One event's pool as it is built: its bridges' fates, drafts, refusals and calls."""
+    """One event's pool as it is built: its bridges' fates, drafts, refusals and calls, the
+    questions screened and what became of each."""
 
     event: Event
     tries: list[BridgeTry] = field(default_factory=list)
@@ -109,14 +111,18 @@ class _EventPool:
     refused: list[str] = field(default_factory=list)
     calls: list[PromptCall] = field(default_factory=list)
     verdicts: dict[str, list[CheckerVerdict]] = field(default_factory=dict)
+    screened: list[Draft] = field(default_factory=list)
+    kept: list[Draft] = field(default_factory=list)
+    outcome: dict[str, str] = field(default_factory=dict)
+    failure: GenerationError | None = None  # the checks could not be asked
 
-    def record(self, seed: int, screened: list[Draft], outcome: dict[str, str]) -> PoolRecord:
+    def record(self, seed: int) -> PoolRecord:
         members = [PoolMember(
             id=d.id, bridge=d.bridge.entity.text, property=d.hop.property,
             known_from=d.hop.known_from, branch=d.branch, known_question=d.known_question,
             answer=d.answer, question=d.question, masked_question=d.masked, rank=d.rank,
-            verdicts=self.verdicts.get(d.id, []), outcome=outcome.get(
-                d.id, f"not screened (ranked {i + 1}; --pool-size {len(screened)})"),
+            verdicts=self.verdicts.get(d.id, []), outcome=self.outcome.get(
+                d.id, f"not screened (ranked {i + 1}; --pool-size {len(self.screened)})"),
         ) for i, d in enumerate(self.drafts)]
         return PoolRecord(event_id=self.event.id, seed=seed, bridges=self.tries,
                           members=members, refused=self.refused, calls=self.calls)
@@ -148,31 +154,51 @@ class ConnectedGenerator(Generator):
         raise TypeError("the connected recipe makes all the items of an event at once: make()")
 
     async def make(self, event: Event) -> Made:
-        """The event's candidates: the questions of its pool that pass the checker's four
+        """One event's candidates (`make_many` of one event)."""
+        [made] = await self.make_many([event])
+        if isinstance(made, GenerationError):
+            raise made
+        return made
+
+    async def make_many(self, events: Sequence[Event]) -> list[Made | GenerationError]:
+        """The candidates of each event: the questions of its pool that pass the checker's
         checks (all of them; validate keeps the best), or without a checker the best
-        `per_event`. Raises `GenerationError` (with the pool) when none is left."""
-        bridges = [self._bridge(e) for e in self._bridge_pool(event)[:MAX_BRIDGES]]
-        draws = draw(self.seed, event.id, len(bridges))
+        `per_event`; or why it has none (a `GenerationError` with the pool). The pools of all
+        `events` are screened together, their questions dealt across requests."""
+        pools = await asyncio.gather(*(self._prepared(event) for event in events))
+        ready = [pool for pool in pools if isinstance(pool, _EventPool)]
+        if self.checker is None:
+            for pool in ready:
+                pool.kept = keep(pool.screened, self.per_event)
+                pool.outcome = {d.id: "kept (not checked while composing: validate asks the "
+                                "checks)" if d in pool.kept else "not kept (another bridge or "
+                                "property ranked higher)" for d in pool.screened}
+        else:
+            await self._screen(ready)
+        return [pool if isinstance(pool, GenerationError) else self._made(pool)
+                for pool in pools]
+
+    async def _prepared(self, event: Event) -> _EventPool | GenerationError:
+        """The event's pool, described, composed and ranked; the error that stopped it."""
         pool = _EventPool(event)
         try:
+            bridges = [self._bridge(e) for e in self._bridge_pool(event)[:MAX_BRIDGES]]
+            draws = draw(self.seed, event.id, len(bridges))
             await self._fill(pool, bridges, draws)
-            screened = ranked(pool.drafts)[: self.pool_size]
-            if self.checker is None:
-                kept = keep(screened, self.per_event)
-                outcome = {d.id: "kept (not checked while composing: validate asks the checks)"
-                           if d in kept else "not kept (another bridge or property ranked "
-                           "higher)" for d in screened}
-            else:
-                kept, outcome = await self._screen(pool, screened)
         except GenerationError as exc:
             exc.attempts = [*pool.calls, *exc.attempts]
-            raise
-        record = pool.record(self.seed, screened, outcome)
-        if not kept:
-            failure = GenerationError(POOL, _why_none(record))
+            return exc
+        pool.screened = ranked(pool.drafts)[: self.pool_size]
+        return pool
+
+    def _made(self, pool: _EventPool) -> Made | GenerationError:
+        record = pool.record(self.seed)
+        failure = pool.failure or (None if pool.kept else GenerationError(POOL, _why_none(record)))
+        if failure is not None:
             failure.attempts, failure.pool = pool.calls, record
-            raise failure
-        items = [self._candidate(event, d, pool, first=i == 0) for i, d in enumerate(kept)]
+            return failure
+        items = [self._candidate(pool.event, d, pool, first=i == 0)
+                 for i, d in enumerate(pool.kept)]
         return Made(items, record)
 
     def _bridge(self, entity: Entity) -> Bridge:
@@ -305,35 +331,47 @@ class ConnectedGenerator(Generator):
         spent += result.attempts
         return result.parsed
 
-    async def _screen(self, pool: _EventPool, screened: list[Draft]
-                      ) -> tuple[list[Draft], dict[str, str]]:
-        """The four checks of the screened questions: their guesses (two requests), then the
-        open book for those no guess answered (one request). The survivors, best first, and
-        each question's outcome."""
+    async def _screen(self, pools: list[_EventPool]) -> None:
+        """The checks of every screened question of `pools`: their guesses (the masked
+        questions to the checker, the whole ones to the model of the cutoff), then the open
+        book for those no guess answered, each check's questions dealt across requests. Each
+        pool gets its verdicts, its share of the calls, its survivors (best first) and each
+        question's outcome."""
         assert self.checker is not None
-        client = Recorder(self.checker.client)
-        guesser = Recorder(self.checker.guesser) if self.checker.guesser else None
-        checks = PooledChecker(client, self.cutoff, self.checker.counted, guesser)
-        questions = {d.id: _pooled(d) for d in screened}
+        checks = PooledChecker(self.checker.client, self.cutoff, self.checker.counted,
+                               self.checker.guesser, seed=self.seed)
+        owner = {d.id: pool for pool in pools for d in pool.screened}
+        questions = [_pooled(d, pool.event) for pool in pools for d in pool.screened]
         try:
-            if questions:
-                pool.verdicts = await checks.guesses(list(questions.values()))
-            left = [d for d in screened if _passed(pool.verdicts[d.id])]
-            if left:
-                found = await checks.open_book(pool.event, [questions[d.id] for d in left])
-                for key, verdicts in found.items():
-                    pool.verdicts[key] += verdicts
+            found = await checks.guesses(questions)
+            left = [q for q in questions if _passed(found.verdicts[q.key])]
+            found.add(await checks.open_book(left))
         except LLMError as exc:
-            model = exc.model or self.checker.client.model
-            who = (f"the probe model {model} (a model of the cutoff)"
-                   if guesser is not None and model == guesser.model else f"the checker {model}")
+            self._unasked(pools, exc)
+            return
+        for key, verdicts in found.verdicts.items():
+            owner[key].verdicts[key] = verdicts
+        for key, calls in found.calls.items():
+            owner[key].calls += calls
+        for pool in pools:
+            pool.outcome = {d.id: _outcome(pool.verdicts[d.id]) for d in pool.screened}
+            pool.kept = [d for d in pool.screened if pool.outcome[d.id] == SURVIVED]
+
+    def _unasked(self, pools: list[_EventPool], exc: LLMError) -> None:
+        """Every pool fails when a checking model could not be asked (its checks measured
+        nothing); a re-run asks again what the cache does not hold."""
+        assert self.checker is not None
+        guesser = self.checker.guesser
+        model = exc.model or self.checker.client.model
+        who = (f"the probe model {model} (a model of the cutoff)"
+               if guesser is not None and model == guesser.model else f"the checker {model}")
+        for pool in pools:
+            if not pool.screened:
+                continue
             failure = GenerationError("Check", f"{who} could not be asked while composing: {exc}")
             failure.unasked = who
-            raise failure from exc
-        finally:
-            pool.calls += client.calls + (guesser.calls if guesser else [])
-        outcome = {d.id: _outcome(pool.verdicts[d.id]) for d in screened}
-        return [d for d in screened if outcome[d.id] == SURVIVED], outcome
+            failure.__cause__ = exc
+            pool.failure = failure
 
     def _candidate(self, event: Event, draft: Draft, pool: _EventPool, first: bool
                    ) -> Candidate:
@@ -358,6 +396,8 @@ class ConnectedGenerator(Generator):
         item = self.candidate(event, draft.answer, draft.aliases, steps, used, item_id=draft.id)
         item.property = hop.property
         asked = {call.template_hash for call in pool.calls}
+        if draft.id in pool.verdicts:  # checked with the events beside it: their requests
+            asked |= {load_prompt(name).sha256 for name in POOLED_TEMPLATES}
         for name in (*CHECKER_TEMPLATES, *POOLED_TEMPLATES,
                      *((INFOBOX_QUESTIONS,) if hop.known_from == "infobox" else ())):
             template = load_prompt(name)
@@ -390,11 +430,12 @@ def _background(bridge: Bridge, hops: list[Hop]) -> str:
     return f"{bridge.entity.text}: {said}" if said else bridge.entity.text
 
 
-def _pooled(draft: Draft) -> PooledQuestion:
+def _pooled(draft: Draft, event: Event) -> PooledQuestion:
     names = (draft.answer, *draft.aliases)
     return PooledQuestion(
         key=draft.id, question=draft.question, masked=draft.masked, names=names,
-        bridges=tuple(draft.bridge.names), passage=_background(draft.bridge, [draft.hop]))
+        bridges=tuple(draft.bridge.names), passage=_background(draft.bridge, [draft.hop]),
+        event=event, bridge=f"{event.id} {draft.bridge.key}")
 
 
 def _why_none(record: PoolRecord) -> str:

@@ -86,6 +86,10 @@ from cuqa_builder.verification.checker import ItemChecker
 # Events in flight per allowed concurrent call: an event waits on one call at a time for most
 # of its life, so twice as many events as call slots keeps every slot busy.
 EVENTS_PER_CALL_SLOT = 2
+# The connected recipe checks the pools of this many events together, their questions dealt
+# across requests (issue 37). The groups are fixed blocks of the usable events, done or not,
+# so that a re-run asks the same requests and reads them from the cache.
+EVENTS_CHECKED_TOGETHER = 24
 T = TypeVar("T")
 
 
@@ -183,6 +187,16 @@ class _Job:
     sub_items: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class _Group:
+    """The events checked together: each event's job, and which of them only take part
+    (already done: their calls come from the cache and nothing of theirs is written)."""
+
+    jobs: list[_Job]
+    make: Callable[[], Awaitable[list[Made | GenerationError]]]
+    done: frozenset[str] = frozenset()
+
+
 class _Writer:
     """Appends finished candidates and failures as they come, and keeps the tally."""
 
@@ -252,8 +266,8 @@ def _caused_by(error: BaseException, kind: type[LLMError]) -> bool:
 
 
 async def _run_jobs(
-    ctx: RunContext, desc: str, jobs: Iterable[_Job], total: int, writer: _Writer, limit: int,
-    stats: GatewayStats,
+    ctx: RunContext, desc: str, jobs: Iterable[_Job | _Group], total: int, writer: _Writer,
+    limit: int, stats: GatewayStats,
 ) -> None:
     """Run jobs concurrently, at most `limit` at a time, started in list order. `limit`
     workers take the jobs in turn, so a job takes memory only while it runs (a batch run has
@@ -265,17 +279,33 @@ async def _run_jobs(
         for job in queue:  # one shared iterator: each job is taken once
             await run_one(job)
 
-    async def run_one(job: _Job) -> None:
+    async def run_one(job: _Job | _Group) -> None:
+        if isinstance(job, _Group):
+            await run_group(job)
+            return
         try:
             writer.done(await job.make())
         except GenerationError as exc:
             writer.failed(job, exc)
+        advance(1)
+
+    async def run_group(group: _Group) -> None:
+        for one, made in zip(group.jobs, await group.make(), strict=True):
+            if one.event_id in group.done:
+                continue
+            if isinstance(made, GenerationError):
+                writer.failed(one, made)
+            else:
+                writer.done(made)
+        advance(sum(one.event_id not in group.done for one in group.jobs))
+
+    def advance(count: int) -> None:
         bar.set_postfix(
             calls=stats.calls, hits=stats.cache_hits,
             tokens=stats.prompt_tokens + stats.completion_tokens, cost=f"${stats.cost:.4f}",
             refresh=False,
         )
-        bar.update(1)
+        bar.update(count)
 
     with bar:
         await asyncio.gather(*(worker() for _ in range(min(limit, total))))
@@ -285,6 +315,30 @@ def _easy_jobs(generator: Generator, events: Iterable[Event], tally: Tally) -> I
     for e in events:
         generator.bridge_candidates(e, tally.set_aside)  # counts the entities it leaves out
         yield _Job(candidate_id(generator.seed, e.id), partial(generator.make, e), event_id=e.id)
+
+
+def _grouped_jobs(generator: ConnectedGenerator, events: Iterable[Event], tally: Tally,
+                  todo: _Todo) -> Iterator[_Group]:
+    """The events in their fixed groups, each group's pools checked together."""
+    group: list[Event] = []
+    for event in events:
+        if group and todo.group_of[event.id] != todo.group_of[group[0].id]:
+            yield _group(generator, group, tally, todo.done)
+            group = []
+        group.append(event)
+    if group:
+        yield _group(generator, group, tally, todo.done)
+
+
+def _group(generator: ConnectedGenerator, events: list[Event], tally: Tally,
+           done: frozenset[str]) -> _Group:
+    for event in events:
+        if event.id not in done:
+            generator.bridge_candidates(event, tally.set_aside)  # counts what it leaves out
+    jobs = [_Job(candidate_id(generator.seed, e.id), partial(generator.make, e), event_id=e.id)
+            for e in events]
+    return _Group(jobs, partial(generator.make_many, events),
+                  frozenset(e.id for e in events if e.id in done))
 
 
 def _hard_jobs(
@@ -351,13 +405,28 @@ def _made(ctx: RunContext, texts: dict[str, str]) -> _Done:
     return done
 
 
+@dataclass
+class _Todo:
+    """The events still to generate (`events()` reads them again, one at a time), how many,
+    and how many hard items the file holds. With groups (`group_of`: event id -> its group),
+    `events()` gives every event of a group that has one to do, and `done` those of them
+    already made."""
+
+    events: Callable[[], Iterator[Event]]
+    count: int
+    hard_done: int
+    group_of: dict[str, int] = field(default_factory=dict)
+    done: frozenset[str] = frozenset()
+
+
 def _todo(
-    ctx: RunContext, tally: Tally, drop_stale: bool = True, events: list[Event] | None = None
-) -> tuple[Callable[[], Iterator[Event]], int, int]:
-    """The events still to generate (a function that reads them again, one at a time), how
-    many they are, and how many hard items are in the file already. `drop_stale=False` (an
-    estimate) writes nothing: stale candidates then count as done. `events`: the events, when
-    the file is not written yet (an estimate of a new run).
+    ctx: RunContext, tally: Tally, drop_stale: bool = True, events: list[Event] | None = None,
+    group: int | None = None,
+) -> _Todo:
+    """The events to generate. `drop_stale=False` (an estimate) writes nothing: stale
+    candidates then count as done. `events`: the events, when the file is not written yet (an
+    estimate of a new run). `group`: the size of the fixed blocks of usable events checked
+    together.
 
     A large run does this on every run of the command (each batch round), so each file is read
     once, lightly; the events to do are read whole later, by their line numbers."""
@@ -372,15 +441,24 @@ def _todo(
         done = _made(ctx, {})
     del texts
     todo_lines = {line for line, event_id in usable if event_id not in done.events}
+    tally.already_done = len(usable) - len(todo_lines)
+    tally.hard_requested = ctx.options.generate.hard
+    count = len(todo_lines)
+    group_of = {event_id: i // group for i, (_, event_id) in enumerate(usable)} if group else {}
+    taking_part: set[str] = set()
+    if group:
+        open_groups = {group_of[event_id] for line, event_id in usable if line in todo_lines}
+        lines = {line for line, event_id in usable if group_of[event_id] in open_groups}
+        taking_part = {event_id for line, event_id in usable
+                       if line in lines - todo_lines}
+        todo_lines = lines
 
     def todo() -> Iterator[Event]:
         if events is not None:
             return (event for line, event in enumerate(events) if line in todo_lines)
         return iter_jsonl(ctx.path(EVENTS), Event, lines=todo_lines)
 
-    tally.already_done = len(usable) - len(todo_lines)
-    tally.hard_requested = ctx.options.generate.hard
-    return todo, len(todo_lines), done.hard
+    return _Todo(todo, count, done.hard, group_of, frozenset(taking_part))
 
 
 def estimate(ctx: RunContext, settings: LLMSettings, model: str,
@@ -389,7 +467,8 @@ def estimate(ctx: RunContext, settings: LLMSettings, model: str,
     `events` when events.jsonl is not written yet. An item that failed last time with every
     call answered is made again from the cache and fails alike: its calls are cached ones."""
     tally = Tally()
-    todo, _, hard_done = _todo(ctx, tally, drop_stale=False, events=events)
+    planned = _todo(ctx, tally, drop_stale=False, events=events)
+    todo, hard_done = planned.events, planned.hard_done
     plan = CallPlan(model, calibration(settings, model))
     replayed = _replayed_failures(ctx, settings, model)
     recipe = RECIPES[ctx.options.generate.prompts]
@@ -443,10 +522,12 @@ async def _run(
 ) -> tuple[list[str], GatewayStats, CallPlan | None]:
     """Make the candidates; returns the models asked (the generator first), the generator's
     calls and the estimate to compare them with."""
-    todo, count, _ = _todo(ctx, tally)
-    seed = ctx.options.generate.seed
     settings = resolve_settings(ctx.options.llm, default_cache=ctx.path(LLM_CACHE),
                                 progress=not ctx.options.quiet)
+    grouped = _groups_checks(ctx, settings)
+    planned = _todo(ctx, tally, group=EVENTS_CHECKED_TOGETHER if grouped else None)
+    todo, count = planned.events, planned.count
+    seed = ctx.options.generate.seed
     # The estimate the summary compares with; a --batch-files run is one of several (each
     # replays the ones before), so its summary reports its own calls only.
     compared = count and settings.batch_mode != "files"
@@ -482,7 +563,8 @@ async def _run(
                 generator.known_articles = _known_articles(ctx, events, tally)
                 usable = _with_a_known_bridge(events, generator.known_articles, tally, generator)
                 writer.write_skipped()
-                todo, count = (lambda: iter(usable)), len(usable)
+                todo = lambda: iter(usable)  # noqa: E731
+                count = sum(e.id not in planned.done for e in usable)
             save_run_info(ctx.out, generation=GenerationInfo(
                 model=gateway.model, seed=seed, sampling=generator.sampling.model_dump(),
                 prompts=generator.prompt_hashes, hard=options.hard, attempts=options.attempts,
@@ -490,8 +572,11 @@ async def _run(
             ))
             if count and not settings.batched and generator.known_source == "model":
                 find_entities.start()  # the pipeline loads while the first calls are answered
-            await _run_jobs(ctx, "generate", _easy_jobs(generator, todo(), tally), count,
-                            writer, in_flight, gateway.stats)
+            jobs: Iterable[_Job | _Group] = _easy_jobs(generator, todo(), tally)
+            if isinstance(generator, ConnectedGenerator) and generator.checker is not None:
+                jobs = _grouped_jobs(generator, todo(), tally, planned)
+                in_flight = max(1, in_flight // EVENTS_CHECKED_TOGETHER)
+            await _run_jobs(ctx, "generate", jobs, count, writer, in_flight, gateway.stats)
             if ctx.options.generate.hard:
                 entities = {e.id: e.entities for e in iter_jsonl(ctx.path(EVENTS), Event)}
                 hard = _hard_jobs(ctx, generator, entities)
@@ -502,6 +587,13 @@ async def _run(
     finally:
         writer.close()
         find_entities.close()
+
+
+def _groups_checks(ctx: RunContext, settings: LLMSettings) -> bool:
+    """Whether the run checks its events' pools in groups: the connected recipe with a checker
+    while composing (as `_compose_time_checker` decides)."""
+    return (RECIPES[ctx.options.generate.prompts] is ConnectedGenerator
+            and not settings.uses_local_model and ctx.options.checks.check_model != "none")
 
 
 async def _compose_time_checker(

@@ -79,6 +79,7 @@ from cuqa_builder.verification.checker import (
     CALL_NAMES,
     CONNECTED,
     ONE_ANSWER,
+    ONE_THING,
     UNKNOWN_BEFORE_CUTOFF,
 )
 from cuqa_builder.window import Window
@@ -162,6 +163,9 @@ def _model_check_summaries(guesses: int | None) -> dict[str, str]:
         ANSWERED_WITH_EVENT: "given the event's text, the checker answers with the item's "
                              "answer",
         ONE_ANSWER: "given the event's text, the checker finds nothing else that fits",
+        ONE_THING: "given the event's text, the checker finds nothing else in the whole world's "
+                   "news of that month that the description fits, and its kind of event does "
+                   "not recur many times a month",
         NOT_UNKNOWN: "the probe model, closed-book, does not already answer the question",
         KNOWN_PART_NOT_KNOWN: "the probe model answers the known sub-question",
         DOES_NOT_COMPOSE: "given the unknown part's answer, the probe model answers the "

@@ -22,6 +22,7 @@ CATEGORY = "member states of the Commonwealth"
 _NEWS = re.compile(r"^News of \d{1,2} (\w+ \d{4}): ", re.MULTILINE)
 _LISTED = re.compile(r"^([BTQ])(\d+)\. (.+)$", re.MULTILINE)
 _DESCRIBED = re.compile(r"news item (\w+), part (\d+)")
+_OPEN_BOOK_BLOCK = re.compile(r"^Q(\d+)\. News of [^:]+: (.*)\n.*\nQuestion: (.+)$", re.MULTILINE)
 
 
 @dataclass
@@ -32,6 +33,7 @@ class PoolResponder:
     news_of: dict[str, str] = field(default_factory=dict)  # tag -> the news described
     answer_of: dict[str, str] = field(default_factory=dict)  # bridge -> its hop's answer
     asked: list[str] = field(default_factory=list)  # every question guessed at
+    recurs: frozenset[str] = frozenset()  # words of the news whose kind of event recurs
 
     def __call__(self, body: dict[str, Any]) -> Reply:
         prompt = last_user_message(body)
@@ -44,11 +46,12 @@ class PoolResponder:
                 asked = prompt.rsplit("\nQuestion: ", 1)[1].strip()
                 return Reply(text=self._guess(f"Q1. {asked}").removeprefix("Q1: "))
             return Reply(text=self._guess(prompt))
-        if "answer each question below" in prompt:
+        if prompt.startswith("Each question below comes with a news item"):
             return Reply(text=self._open_book(prompt))
         if "answer the question below" in prompt:
+            news = prompt.split("\n", 1)[0]
             asked = prompt.split("\nQuestion: ", 1)[1].split("\n", 1)[0]
-            return Reply(text=self._open_book(f"Q1. {asked}").removeprefix("Q1\n"))
+            return Reply(text=self._open_book_part(news, asked))
         if prompt.endswith("Output Yes or No:"):  # the judge: the same words, the same answer
             said = prompt.split("Prediction:\n", 1)[1].split("\n", 1)[0].strip().lower()
             answers = prompt.split("Ground-truth Answer:\n", 1)[1].lower().splitlines()
@@ -111,7 +114,12 @@ class PoolResponder:
         return "\n".join(lines)
 
     def _open_book(self, prompt: str) -> str:
-        return "\n".join(
-            f"Q{number}\nAnswer: {self._answer(question)}\nOther things the description fits: "
-            "none\nOther right answers: none"
-            for _, number, question in _LISTED.findall(prompt))
+        """Each question's answer; elsewhere in the world, "recurs" for the news with a word
+        of `recurs`, else none."""
+        return "\n".join(f"Q{number}\n{self._open_book_part(news, question)}"
+                         for number, news, question in _OPEN_BOOK_BLOCK.findall(prompt))
+
+    def _open_book_part(self, news: str, question: str) -> str:
+        elsewhere = "recurs" if any(word in news for word in self.recurs) else "none"
+        return (f"Answer: {self._answer(question)}\nOther things the description fits: none\n"
+                f"Other right answers: none\nElsewhere in the world that month: {elsewhere}")

@@ -17,6 +17,7 @@ from cuqa_builder.validation.checks import CheckReport
 from cuqa_builder.validation.probes import Roles, ask_each, record_outcomes
 from cuqa_builder.verification.checker import (
     CHECKER_CHECKS,
+    ONE_THING,
     UNKNOWN_BEFORE_CUTOFF,
     UNREADABLE,
     ItemChecker,
@@ -46,15 +47,16 @@ async def verdicts_of(checker: ItemChecker, candidate: Candidate) -> list[Checke
 
 
 def composed_verdicts(candidate: Candidate, checker: ItemChecker) -> list[CheckerVerdict] | None:
-    """The four verdicts the connected recipe's pooled checks gave while composing, when they
-    are this checker's (the same models, the same number of guesses counted): validate takes
-    them as they are. None: ask."""
+    """The verdicts the connected recipe's pooled checks gave while composing (the four, and
+    `one_thing`, which only the pooled open book asks), when they are this checker's (the same
+    models, the same number of guesses counted): validate takes them as they are. None:
+    ask."""
     steps = candidate.intermediates
     given = steps.screening if steps is not None and candidate.difficulty == "easy" else []
     guesser = checker.guesser.model if checker.guesser is not None else checker.client.model
     wanted = {check: (guesser if check == UNKNOWN_BEFORE_CUTOFF else checker.client.model)
-              for check in CHECKER_CHECKS}
-    if {v.check for v in given} != set(wanted) or any(
+              for check in (*CHECKER_CHECKS, ONE_THING)}
+    if not set(CHECKER_CHECKS) <= {v.check for v in given} or any(
             v.model != wanted[v.check] or (v.counted not in (None, checker.counted))
             for v in given):
         return None

@@ -39,6 +39,7 @@ from cuqa_builder.verification.answers import (
 from cuqa_builder.verification.masking import masked_question
 from cuqa_builder.verification.names import names_of
 from cuqa_builder.verification.replies import (
+    RECURS,
     OpenBookReply,
     Unreadable,
     read_guesses,
@@ -50,6 +51,9 @@ CONNECTED = "connected"
 UNKNOWN_BEFORE_CUTOFF = "unknown_before_cutoff"
 ANSWERED_WITH_EVENT = "answered_with_event"
 ONE_ANSWER = "one_answer"
+# Asked by the pooled open book only (issue 37): nothing else in the whole world's news of the
+# event's month fits the description, and its kind of event does not recur many times a month.
+ONE_THING = "one_thing"
 CHECKER_CHECKS = (CONNECTED, UNKNOWN_BEFORE_CUTOFF, ANSWERED_WITH_EVENT, ONE_ANSWER)
 GUESS_TEMPLATE = "guess_answers"
 OPEN_BOOK_TEMPLATE = "answer_with_event"
@@ -330,6 +334,11 @@ def failure_reason(verdict: CheckerVerdict) -> str:
                else "told to know nothing after the cutoff")
         return (f"{verdict.model}, {who}, guesses the answer: {verdict.matched} among "
                 f'"{guesses}"')
+    if verdict.check == ONE_THING:
+        return (f"with the event in hand, {verdict.model} says the description fits many things "
+                "of its month in the world (its kind of event recurs)" if RECURS in verdict.others
+                else f"with the event in hand, {verdict.model} says the description fits other "
+                f"things of its month in the world: {'; '.join(verdict.others)}")
     if verdict.check == ANSWERED_WITH_EVENT:
         if not verdict.answer:
             return f"with the event in hand, {verdict.model} gave no answer"

@@ -1,40 +1,54 @@
-"""The checker's four checks on all the questions of one event at once (issue 33: "screen
-cheaply, then verify"). The same checks as `checker.py`, the same verdicts, read by the same
-grammars; only the requests differ: one request per model for the event's guesses (the masked
-questions to the checker, the whole questions to the model of the cutoff, never in one request,
-so that a masked question is not guessed with its event in sight), and one open-book request
-for the questions no guess answered. A question whose part of a reply cannot be read fails as
-unreadable; the others are judged as usual.
+"""The checker's checks on the pooled questions of many events at once (issue 33: "screen
+cheaply, then verify"; issue 37: across events). The same checks as `checker.py`, read by the
+same grammars; only the requests differ. The questions of a group of events are shuffled by the
+seed and dealt into requests of a few dozen, never two questions of one bridge in one request
+(siblings give each other away: "Which raion contains a certain town?" beside "Which of the
+cities of Donetsk Oblast is a certain town?"). The masked questions go to the checker, the whole
+questions to the model of the cutoff, never in one request, so that a masked question is not
+guessed with its event in sight; the survivors go to the open book, each with its own news and
+background, which also asks `one_thing`. A question whose part of a reply cannot be read fails
+as unreadable; the others are judged as usual.
+
+Which questions share a request depends only on the questions and the seed, so a re-run asks
+the same requests and finds them in the cache. Each request's call is recorded once, on the
+question dealt into it first (its event's record); a judge's call on the question it judged.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import random
+from collections import Counter, defaultdict
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 
 from cuqa_builder.concurrency import all_finished
 from cuqa_builder.llm.client import LLMClient, prompt_request
 from cuqa_builder.prompts import load_prompt
-from cuqa_builder.records import CheckerKnowledge, CheckerVerdict, Event
+from cuqa_builder.records import CheckerKnowledge, CheckerVerdict, Event, PromptCall
 from cuqa_builder.verification.checker import (
     ANSWERED_WITH_EVENT,
     CONNECTED,
     ONE_ANSWER,
+    ONE_THING,
     UNKNOWN_BEFORE_CUTOFF,
     Checking,
     GuessAsked,
+    Recorder,
     cutoff_phrase,
     guess_verdict,
     open_book_verdicts,
 )
-from cuqa_builder.verification.replies import Unreadable, sections
+from cuqa_builder.verification.replies import OpenBookReply, Unreadable, read_open_book, sections
 
 GUESS_MANY_TEMPLATE = "guess_answers_many"
 OPEN_BOOK_MANY_TEMPLATE = "answer_with_event_many"
 POOLED_TEMPLATES = (GUESS_MANY_TEMPLATE, OPEN_BOOK_MANY_TEMPLATE)
+# Questions a request holds at most: guesses are short lines; an open book carries each
+# question's news and background.
+GUESSES_PER_REQUEST, OPEN_BOOKS_PER_REQUEST = 30, 10
 # Greedy decoding makes a verdict repeatable; room for each question's line (five short guesses,
-# or four short lines) and a little more.
-_GUESS_TOKENS_EACH, _OPEN_BOOK_TOKENS_EACH, _SLACK = 40, 70, 40
+# or five short lines) and a little more.
+_GUESS_TOKENS_EACH, _OPEN_BOOK_TOKENS_EACH, _SLACK = 40, 90, 40
 
 
 @dataclass(frozen=True)
@@ -47,9 +61,46 @@ class PooledQuestion:
     names: tuple[str, ...]  # every form of its answer
     bridges: tuple[str, ...]  # the names of what its description stands for
     passage: str  # the known passage as of the cutoff, for the open book
+    event: Event  # the news it is asked about
+    bridge: str  # which bridge of which event: no two of one bridge share a request
 
 
 Verdicts = dict[str, list[CheckerVerdict]]
+
+
+@dataclass
+class Checked:
+    """The verdicts of every question asked, and each question's share of the calls."""
+
+    verdicts: Verdicts = field(default_factory=dict)
+    calls: dict[str, list[PromptCall]] = field(default_factory=lambda: defaultdict(list))
+
+    def add(self, other: Checked) -> None:
+        for key, found in other.verdicts.items():
+            self.verdicts.setdefault(key, []).extend(found)
+        for key, calls in other.calls.items():
+            self.calls[key] += calls
+
+
+def deal(questions: Sequence[PooledQuestion], seed: int, size: int
+         ) -> list[list[PooledQuestion]]:
+    """The questions dealt into requests of at most `size`, shuffled by `seed`, no two of one
+    bridge in a request: as few requests as the largest bridge and `size` allow, each bridge's
+    questions to the emptiest requests in turn."""
+    if not questions:
+        return []
+    order = sorted(questions, key=lambda q: q.key)
+    random.Random(seed).shuffle(order)
+    per_bridge = Counter(q.bridge for q in order)
+    count = max(-(-len(order) // size), max(per_bridge.values()))
+    requests: list[list[PooledQuestion]] = [[] for _ in range(count)]
+    taken: list[set[str]] = [set() for _ in range(count)]
+    for question in order:
+        free = [i for i in range(count) if question.bridge not in taken[i]]
+        fewest = min(free, key=lambda i: (len(requests[i]), i))
+        requests[fewest].append(question)
+        taken[fewest].add(question.bridge)
+    return [r for r in requests if r]
 
 
 def _numbered(texts: Sequence[str]) -> str:
@@ -64,56 +115,112 @@ def _unreadable(check: str, question: str, model: str, read: Unreadable,
 
 @dataclass
 class PooledChecker(Checking):
+    seed: int = 0  # deals the questions into requests
 
-    async def guesses(self, questions: Sequence[PooledQuestion]) -> Verdicts:
-        """`connected` and `unknown_before_cutoff` of every question: two requests, asked
-        together."""
-        masked, whole = await all_finished(
-            self._guess_all(self.client, questions, CONNECTED, "told"),
-            self._guess_all(self.guesser or self.client, questions, UNKNOWN_BEFORE_CUTOFF,
-                            self.knowledge))
-        return {q.key: [*masked[q.key], *whole[q.key]] for q in questions}
+    async def guesses(self, questions: Sequence[PooledQuestion]) -> Checked:
+        """`connected` and `unknown_before_cutoff` of every question: the masked questions to
+        the checker and the whole ones to the model of the cutoff, asked together."""
+        found = Checked()
+        for part in await all_finished(
+                self._guess_all(self.client, questions, CONNECTED, "told"),
+                self._guess_all(self.guesser or self.client, questions, UNKNOWN_BEFORE_CUTOFF,
+                                self.knowledge)):
+            found.add(part)
+        return found
 
     async def _guess_all(self, guesser: LLMClient, questions: Sequence[PooledQuestion],
-                         check: str, knowledge: CheckerKnowledge) -> Verdicts:
-        asked = [q.masked if check == CONNECTED else q.question for q in questions]
-        texts = list(dict.fromkeys(asked))  # one line for questions worded alike
-        result = await guesser.chat(prompt_request(
-            load_prompt(GUESS_MANY_TEMPLATE),
-            {"questions": _numbered(texts), "cutoff": cutoff_phrase(self.cutoff)},
-            temperature=0.0, max_tokens=_GUESS_TOKENS_EACH * len(texts) + _SLACK, seed=0))
-        parts = sections(result.text, len(texts))
+                         check: str, knowledge: CheckerKnowledge) -> Checked:
+        async def one_request(dealt: list[PooledQuestion]) -> Checked:
+            asked = [q.masked if check == CONNECTED else q.question for q in dealt]
+            texts = list(dict.fromkeys(asked))  # one line for questions worded alike
+            sent = Recorder(guesser)
+            result = await sent.chat(prompt_request(
+                load_prompt(GUESS_MANY_TEMPLATE),
+                {"questions": _numbered(texts), "cutoff": cutoff_phrase(self.cutoff)},
+                temperature=0.0, max_tokens=_GUESS_TOKENS_EACH * len(texts) + _SLACK, seed=0))
+            parts = sections(result.text, len(texts))
 
-        async def verdict(q: PooledQuestion, text: str) -> CheckerVerdict:
-            part = parts[texts.index(text) + 1]
-            if isinstance(part, Unreadable):
-                return _unreadable(check, text, guesser.model, part, knowledge)
-            return await guess_verdict(self.client, GuessAsked(check, text, guesser.model,
-                                                               knowledge),
-                                       part, list(q.names), self.counted)
+            async def verdict(q: PooledQuestion, text: str) -> tuple[CheckerVerdict, Recorder]:
+                judge = Recorder(self.client)
+                part = parts[texts.index(text) + 1]
+                if isinstance(part, Unreadable):
+                    return _unreadable(check, text, guesser.model, part, knowledge), judge
+                return await guess_verdict(judge, GuessAsked(check, text, guesser.model,
+                                                             knowledge),
+                                           part, list(q.names), self.counted), judge
 
-        found = await all_finished(*(verdict(q, text) for q, text in zip(questions, asked,
-                                                                              strict=True)))
-        return {q.key: [v] for q, v in zip(questions, found, strict=True)}
+            judged = await all_finished(*(verdict(q, text) for q, text in zip(dealt, asked,
+                                                                                  strict=True)))
+            return _checked(dealt, sent, [(v,) for v, _ in judged], [j for _, j in judged])
 
-    async def open_book(self, event: Event, questions: Sequence[PooledQuestion]) -> Verdicts:
-        """`answered_with_event` and `one_answer` of every question: one request with the news
-        as dated on its page and each known passage once."""
-        texts = list(dict.fromkeys(q.question for q in questions))
-        passages = "\n".join(dict.fromkeys(q.passage for q in questions))
-        result = await self.client.chat(prompt_request(load_prompt(OPEN_BOOK_MANY_TEMPLATE), {
-            "date": f"{event.date:%-d %B %Y}", "event": event.text, "passages": passages,
-            "cutoff": cutoff_phrase(self.cutoff), "questions": _numbered(texts),
-        }, temperature=0.0, max_tokens=_OPEN_BOOK_TOKENS_EACH * len(texts) + _SLACK, seed=0))
-        parts = sections(result.text, len(texts))
+        return await self._each_request(questions, GUESSES_PER_REQUEST, one_request)
 
-        async def verdicts(q: PooledQuestion) -> list[CheckerVerdict]:
-            part = parts[texts.index(q.question) + 1]
-            if isinstance(part, Unreadable):
-                return [_unreadable(check, q.question, self.client.model, part)
-                        for check in (ANSWERED_WITH_EVENT, ONE_ANSWER)]
-            return await open_book_verdicts(self.client, q.question, self.client.model, part,
-                                            list(q.names), list(q.bridges))
+    async def open_book(self, questions: Sequence[PooledQuestion]) -> Checked:
+        """`answered_with_event`, `one_answer` and `one_thing` of every question: each with
+        its news as dated on its page and its known passage, a few to a request."""
+        async def one_request(dealt: list[PooledQuestion]) -> Checked:
+            sent = Recorder(self.client)
+            result = await sent.chat(prompt_request(load_prompt(OPEN_BOOK_MANY_TEMPLATE), {
+                "cutoff": cutoff_phrase(self.cutoff), "questions": "\n\n".join(
+                    _open_book_block(n, q, self.cutoff) for n, q in enumerate(dealt, 1)),
+            }, temperature=0.0, max_tokens=_OPEN_BOOK_TOKENS_EACH * len(dealt) + _SLACK,
+                seed=0))
+            parts = sections(result.text, len(dealt))
 
-        found = await all_finished(*(verdicts(q) for q in questions))
-        return {q.key: v for q, v in zip(questions, found, strict=True)}
+            async def verdicts(n: int, q: PooledQuestion) -> tuple[list[CheckerVerdict],
+                                                                    Recorder]:
+                judge = Recorder(self.client)
+                part = parts[n]
+                if isinstance(part, Unreadable):
+                    return [_unreadable(check, q.question, self.client.model, part)
+                            for check in (ANSWERED_WITH_EVENT, ONE_ANSWER, ONE_THING)], judge
+                found = await open_book_verdicts(judge, q.question, self.client.model, part,
+                                                 list(q.names), list(q.bridges))
+                return [*found, one_thing(q.question, self.client.model, part)], judge
+
+            judged = await all_finished(*(verdicts(n, q) for n, q in enumerate(dealt, 1)))
+            return _checked(dealt, sent, [v for v, _ in judged], [j for _, j in judged])
+
+        return await self._each_request(questions, OPEN_BOOKS_PER_REQUEST, one_request)
+
+    async def _each_request(self, questions: Sequence[PooledQuestion], size: int,
+                            one_request: Callable[[list[PooledQuestion]], Awaitable[Checked]]
+                            ) -> Checked:
+        found = Checked()
+        for part in await all_finished(*(one_request(dealt) for dealt in
+                                         deal(questions, self.seed, size))):
+            found.add(part)
+        return found
+
+
+def _checked(dealt: list[PooledQuestion], sent: Recorder,
+             verdicts: Sequence[Sequence[CheckerVerdict]], judges: Sequence[Recorder]) -> Checked:
+    """One request's verdicts by question; its call on the first question, each judge's call
+    on the question it judged."""
+    found = Checked()
+    for q, own, judge in zip(dealt, verdicts, judges, strict=True):
+        found.verdicts[q.key] = list(own)
+        found.calls[q.key] += judge.calls
+    found.calls[dealt[0].key][:0] = sent.calls
+    return found
+
+
+def _open_book_block(number: int, q: PooledQuestion, cutoff: str) -> str:
+    return (f"Q{number}. News of {q.event.date:%-d %B %Y}: {q.event.text}\n"
+            f"Background, as written before {cutoff_phrase(cutoff)}: {q.passage}\n"
+            f"Question: {q.question}")
+
+
+def one_thing(question: str, model: str, part: str) -> CheckerVerdict:
+    """`one_thing` on a question's part of the open book: passed only when its "Elsewhere in
+    the world" line names nothing; a missing or unreadable line has measured nothing."""
+    common = {"check": ONE_THING, "question": question, "reply": part.strip(), "model": model}
+    read = read_open_book(part)
+    elsewhere: list[str] | Unreadable | None = (
+        read.elsewhere if isinstance(read, OpenBookReply) else read)
+    if elsewhere is None:
+        return CheckerVerdict(passed=False, unreadable="no 'Elsewhere in the world' line",
+                              **common)
+    if isinstance(elsewhere, Unreadable):
+        return CheckerVerdict(passed=False, unreadable=elsewhere.why, **common)
+    return CheckerVerdict(passed=not elsewhere, others=elsewhere, **common)

@@ -160,6 +160,9 @@ class OpenBookReply:
     other_answers: list[str] = field(default_factory=list)  # other right answers
     # why what else fits could not be read (the `one_answer` check then measured nothing)
     others_unreadable: Unreadable | None = None
+    # what else in the world that month the description fits (`one_thing`), when asked: the
+    # things named, RECURS, or why it could not be read; None when the reply has no such line
+    elsewhere: list[str] | Unreadable | None = None
 
 
 _OPEN_BOOK_FIELDS = {
@@ -168,7 +171,13 @@ _OPEN_BOOK_FIELDS = {
                              re.IGNORECASE),
     "other_answers": re.compile(r"^\s*[*_]*other\s+(?:right\s+)?answers?\b[^:]*:\s*[*_]*\s*(.*)$",
                                 re.IGNORECASE),
+    "elsewhere": re.compile(r"^\s*[*_]*elsewhere\b[^:]*:\s*[*_]*\s*(.*)$", re.IGNORECASE),
 }
+# What the `one_thing` line says when the description's kind of event happens many times a
+# month, instead of naming the other things ("recurs", "it recurs: many arrests that month").
+RECURS = "recurs"
+_RECURS = re.compile(r"\brecur|\bmany (?:times|such|similar|others?)\b|\b(?:common|frequent|"
+                     r"routine|numerous|countless)\b", re.IGNORECASE)
 
 
 def _open_book_values(text: str) -> dict[str, str]:
@@ -214,11 +223,20 @@ def read_open_book(reply: str) -> OpenBookReply | Unreadable:
     if missing:
         return OpenBookReply(answer, others_unreadable=Unreadable(
             f"no {' / '.join(repr(m + ':') for m in missing)} line", reply))
+    elsewhere = _elsewhere(values["elsewhere"], reply) if "elsewhere" in values else None
     fits, others = _listed(values["other_fits"], reply), _listed(values["other_answers"], reply)
     if isinstance(fits, Unreadable) or isinstance(others, Unreadable):
         return OpenBookReply(answer, others_unreadable=next(
-            x for x in (fits, others) if isinstance(x, Unreadable)))
-    return OpenBookReply(answer, fits, others)
+            x for x in (fits, others) if isinstance(x, Unreadable)), elsewhere=elsewhere)
+    return OpenBookReply(answer, fits, others, elsewhere=elsewhere)
+
+
+def _elsewhere(text: str, reply: str) -> list[str] | Unreadable:
+    """The things of the world the description fits too: [RECURS] when the reply says its kind
+    recurs, else the names listed (none: []); a sentence that says neither is unreadable."""
+    if _RECURS.search(text):
+        return [RECURS]
+    return _listed(text, reply)
 
 
 # --- the judge ------------------------------------------------------------------------------
