@@ -189,18 +189,26 @@ def usable(entities: list[Entity], set_aside: Counter[str] | None = None,
         key = clean.text.casefold()
         if key not in kept or (clean.wiki_title and not kept[key][0].wiki_title):
             kept[key] = (clean, _written(entity, clean))
-    names = []
-    for key, (e, written) in kept.items():
-        better = [o for k, (o, _) in kept.items() if k != key and _same_thing_named_better(e, o)]
-        if not better:
-            names.append((e, written))
-        elif len(e.text) < len(better[0].text):  # a part of a name, not a role before one
-            _count(set_aside, FRAGMENT)
+    names = _one_per_thing(kept, set_aside)
     longer = [n for n in names if _a_name(n[0])]
     whole = [e for e, written in names
              if not is_fragment(e, written, [n for n in longer if n[0] is not e], text)]
     _count(set_aside, FRAGMENT, len(names) - len(whole))
     return whole
+
+
+def _one_per_thing(kept: dict[str, tuple[Entity, str]], set_aside: Counter[str] | None
+                   ) -> list[tuple[Entity, str]]:
+    """The names but those another names better (`_same_thing_named_better`); one dropped
+    for a longer is counted a fragment ("Atlas" of "High Atlas"), a role before a name not."""
+    names = []
+    for key, (e, written) in kept.items():
+        better = [o for k, (o, _) in kept.items() if k != key and _same_thing_named_better(e, o)]
+        if not better:
+            names.append((e, written))
+        elif len(e.text) < len(better[0].text):
+            _count(set_aside, FRAGMENT)
+    return names
 
 
 def _a_name(entity: Entity) -> bool:
