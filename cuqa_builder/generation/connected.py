@@ -144,7 +144,7 @@ class ConnectedGenerator(Generator):
         itself: a thing dated the event's year or the topic it is filed under ("2023 Turkish
         presidential election") was scheduled before the cutoff, and describing it by its own
         news gives it away."""
-        named = usable(event.entities, set_aside)
+        named = usable(event.entities, set_aside, event.text)
         kept = [e for e in named if not is_the_event(e, event)]
         if set_aside is not None and len(kept) < len(named):
             set_aside[THE_EVENT_ITSELF] += len(named) - len(kept)

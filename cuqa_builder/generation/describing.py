@@ -142,7 +142,7 @@ def giveaways(description: str, bridge: Entity, event: Event,
     is the event itself, scheduled before the cutoff ("the 2023 Rugby World Cup")."""
     own = known.get(entity_key(bridge))
     found = []
-    for other in usable(event.entities):
+    for other in usable(event.entities, text=event.text):
         if same_entity(other, bridge) or not names_found(description, names_of(other)):
             continue
         article = known.get(entity_key(other))

@@ -23,9 +23,25 @@ _PREPOSITIONS = (
     "in|at|on|from|by|during|near|to|through|with|under|over|for|into|across|against|behind"
     "|beside|between|within|around|after|before|along|among|of"
 )
+# A part of the head's members that opens a relative clause: "three of whose members", "one of
+# which", "several areas of which", "most of its". Lower case only, so a name's number stays
+# ("the Big Three", "the Group of Seven"). A closed class, like the small words above.
+_NUMBER_WORDS = (
+    "one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen"
+    "|sixteen|seventeen|eighteen|nineteen|(?:twenty|thirty|forty|fifty|sixty|seventy|eighty"
+    "|ninety)(?:-[a-z]+)?|hundred|dozens|hundreds|thousands|millions"
+)
+_QUANTIFIERS = (
+    rf"\d[\d,.]*|{_NUMBER_WORDS}|some|many|several|most|all|each|both|part|half|few|none|much"
+    "|any|either|neither|parts"
+)
+_PART_OF = (
+    rf"(?:{_QUANTIFIERS})(?:\s+[a-z][\w'-]*){{0,2}}?\s+of\s+(?:which|whom|whose|its|their)"
+)
 # Where a description's head (what the bridge is) ends and the event's part begins.
 _EVENT_PART = re.compile(
-    rf"\s+(?:whose|that|which|who|whom|where|when|(?:{_PREPOSITIONS})\s+(?:which|whom|whose))\b"
+    rf"\s+(?:whose|that|which|who|whom|where|when|(?:{_PREPOSITIONS})\s+(?:which|whom|whose)"
+    rf"|{_PART_OF})\b"
     r"|,|\s+\w+(?:ed|ing)\b"
     # a reduced relative clause: a new noun phrase or a verb right after the head ("the
     # shipwreck a submersible was diving to")
