@@ -17,6 +17,7 @@ from cuqa_builder.llm.local import record_speed
 from cuqa_builder.llm.prices import PriceTable
 from cuqa_builder.llm.types import SpeedSums
 from cuqa_builder.records import GenerationFailure
+from cuqa_builder.stages.generate import EVENTS_CHECKED_TOGETHER
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events
 from cuqa_builder.testing.openai_server import Reply, ScriptedLLM, last_user_message
 from cuqa_builder.testing.pool_llm import PoolResponder
@@ -188,9 +189,10 @@ class AnswersBadlyFirst(PoolResponder):
 def test_the_estimate_counts_the_repairs_a_pilot_measured(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """After a pilot of 8 events the estimate for the other events plans each step as often as
-    the pilot asked it (two description requests an event): within 15 % of the calls the run
-    then makes (one an event was planned before)."""
+    """After a pilot of one group of events checked together (a smaller pilot's checks are
+    asked again once its group fills up), the estimate for the other events plans each step
+    as often as the pilot asked it (two description requests an event): within 15 % of the
+    calls the run then makes (one an event was planned before)."""
     def connected(*extra: str) -> int:
         return build(["--cutoff", "2023-04", "--until", "2023-12-31", "--source", str(SAMPLE),
                       "--out", str(tmp_path), "--stage", "generate", "-q", "--base-url",
@@ -198,7 +200,7 @@ def test_the_estimate_counts_the_repairs_a_pilot_measured(
 
     with ScriptedLLM(AnswersBadlyFirst()) as llm:
         assert connected("--stage", "events") == 0
-        assert connected("--limit", "8") == 0  # the pilot
+        assert connected("--limit", str(EVENTS_CHECKED_TOGETHER)) == 0  # the pilot
         capsys.readouterr()
         assert connected("--estimate") == 0
         estimate = capsys.readouterr().out

@@ -37,7 +37,12 @@ from cuqa_builder.llm.estimate import CallPlan
 from cuqa_builder.prompts import PromptTemplate, load_prompt
 from cuqa_builder.records import Event, KnownSource
 from cuqa_builder.verification.checker import CALL_NAMES
-from cuqa_builder.verification.pooled import GUESS_MANY_TEMPLATE, OPEN_BOOK_MANY_TEMPLATE
+from cuqa_builder.verification.pooled import (
+    GUESS_MANY_TEMPLATE,
+    GUESSES_PER_REQUEST,
+    OPEN_BOOK_MANY_TEMPLATE,
+    OPEN_BOOKS_PER_REQUEST,
+)
 
 # Output lengths before the cache knows the model: a question with a short lead-in, and most of
 # a "detailed passage" (its max_tokens is 384).
@@ -190,9 +195,9 @@ def _plan_connected(plan: CallPlan, events: Iterable[Event],
                     known_source: KnownSource, rates: StepRates | None,
                     structure_first: bool, checked: bool, pool_size: int) -> int:
     """The connected recipe's pool, one event at a time: the bridges described (one request)
-    and their known facts (one), and with `checked` the pooled checks (the masked and the
-    whole guesses, two requests of up to `pool_size` questions; the open book for the
-    survivors, one). Without `rates` each is planned once an event; the stand-in passages are
+    and their known facts (one), and with `checked` its share of the pooled checks (the masked
+    and the whole guesses of up to `pool_size` questions, the open book for a survivor, dealt
+    across requests with other events' questions). Without `rates` each is planned once an event; the stand-in passages are
     as long as a lead. Structure first (the embedded model), none of them."""
     long = sampling.passage_max_tokens
     count = 0
@@ -217,20 +222,25 @@ def _plan_connected(plan: CallPlan, events: Iterable[Event],
               times=_times(rates, facts_step), event=event.text, date=str(event.date),
               cutoff="", things=things)
         if checked:
-            asked = "\n".join(f"Q{n}. {question}" for n in range(1, pool_size + 1))
-            _ask_checker(plan, guess, "checker: guesses", GUESS_TOKENS * pool_size,
-                         _check_times(rates, GUESS_MANY_TEMPLATE), questions=asked, cutoff="")
+            size = min(GUESSES_PER_REQUEST, pool_size)
+            asked = "\n".join(f"Q{n}. {question}" for n in range(1, size + 1))
+            _ask_checker(plan, guess, "checker: guesses", GUESS_TOKENS * size,
+                         _check_times(rates, GUESS_MANY_TEMPLATE, pool_size), questions=asked,
+                         cutoff="")
+            block = f"Q1. News of 1 May 2023: {event.text}\n{passage}\nQuestion: {question}"
             _ask_checker(plan, open_book, "checker: with the event", OPEN_BOOK_TOKENS,
-                         _check_times(rates, OPEN_BOOK_MANY_TEMPLATE), questions=question,
-                         event=event.text, passages=passage, date="", cutoff="")
+                         _check_times(rates, OPEN_BOOK_MANY_TEMPLATE, pool_size),
+                         questions="\n\n".join([block] * OPEN_BOOKS_PER_REQUEST), cutoff="")
     return count
 
 
-def _check_times(rates: StepRates | None, template: str) -> float:
-    """A pooled check's times per event: the guesses twice (masked, whole), the open book
-    once (for the survivors)."""
+def _check_times(rates: StepRates | None, template: str, pool_size: int) -> float:
+    """A pooled check's requests per event, the questions of many events dealt across them:
+    the guesses twice (masked, whole) for `pool_size` questions, the open book for one
+    survivor. Measured by a pilot's records when there are some."""
     if rates is None:
-        return 2.0 if template == GUESS_MANY_TEMPLATE else 1.0
+        return (2.0 * pool_size / GUESSES_PER_REQUEST if template == GUESS_MANY_TEMPLATE
+                else 1.0 / OPEN_BOOKS_PER_REQUEST)
     return rates.times(CALL_NAMES[template])
 
 
