@@ -26,8 +26,9 @@ from cuqa_builder.verification.replies import Unreadable, read_guesses, sections
 
 ANSWER = "Ankara"
 COUNTED = 3
-# Names sharing no word or stem with the answer: matching them needs no judge.
-OTHERS = ["Izmir", "Bursa", "Konya", "Antalya", "Adana", "Trabzon", "Eskisehir", "Samsun",
+# Names sharing no word or stem with the answer, nor spelt near it ("Antalya" is: its spelling
+# is 62 of 100 like "Ankara"'s, a near miss for a judge): matching them needs no judge.
+OTHERS = ["Izmir", "Bursa", "Konya", "Kayseri", "Adana", "Trabzon", "Eskisehir", "Samsun",
           "Star Wars: The Force Awakens", "St. Louis", "Paris, France", "U.S. Steel"]
 
 

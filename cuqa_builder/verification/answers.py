@@ -2,12 +2,15 @@
 
 First by the answer's names: the answer, its aliases (the name as written, the article title,
 the bold names of the article's lead, the redirects that led to it), a plural, an acronym, a
-place without its administrative words ("Sefton" / "Metropolitan Borough of Sefton"). When the
-strings still differ but share a word ("Israeli Ground Forces" / "IDF Ground Forces", "the 2023
-final" / "2023 FIFA Women's World Cup final"), one holds the other ("Paris" / "Paris
-Saint-Germain") or a word begins another ("Grindavík" / "Grindavíkurbær"), a judge decides: one
-call through the gateway, cached like every other. Strings with no word or stem in common are
-different answers without a call.
+place without its administrative words ("Sefton" / "Metropolitan Borough of Sefton"), a
+spelling that folds to one of them ("Al Fashir" / "Al-Fashir", "Krakow" / "Kraków":
+`spelling.fold`). When the strings still differ but share a word ("Israeli Ground Forces" /
+"IDF Ground Forces", "the 2023 final" / "2023 FIFA Women's World Cup final"), one holds the
+other ("Paris" / "Paris Saint-Germain"), a word begins another ("Grindavík" /
+"Grindavíkurbær") or the spellings are near ("El Fasher" / "Al-Fashir", "Kiev" / "Kyiv",
+"Saida" / "Sidon": `spelling.near_miss`), a judge decides: one call through the gateway, cached
+like every other. Strings far apart, with no word or stem in common, are different answers
+without a call.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from cuqa_builder.llm.client import LLMClient
 from cuqa_builder.records import Candidate
 from cuqa_builder.text import contains_answer, normalize_answer
 from cuqa_builder.verification.replies import Unreadable
+from cuqa_builder.verification.spelling import near_miss, same_spelling
 
 JUDGE_PROMPT = "reworded"  # names the several acceptable forms of an answer
 BY_ALIAS, BY_JUDGE = "alias", "judge"
@@ -74,20 +78,23 @@ def _shares_a_stem(said: set[str], name: set[str]) -> bool:
 
 def decided(said: str, names: Sequence[str]) -> bool | None:
     """True when `said` names one of `names` (whole words, normalised; a plural: "Armenians"
-    names "Armenian"; an acronym either way; a place with or without its administrative words);
-    False when it gives no answer or shares no word or stem with any; None when only a judge
-    can tell."""
+    names "Armenian"; an acronym either way; a place with or without its administrative words;
+    a spelling that folds to the name); False when it gives no answer, or shares no word or stem
+    with any and is spelt far from each; None when only a judge can tell."""
     said = said.strip()
     if not said or _NO_ANSWER.match(normalize_answer(said)):
         return False
     for name in names:
         if contains_answer(said, name) or contains_answer(said, f"{name}s") \
                 or _acronym(said, name) or _acronym(name, said) \
-                or normalize_answer(_own_name(said)) == normalize_answer(_own_name(name)):
+                or normalize_answer(_own_name(said)) == normalize_answer(_own_name(name)) \
+                or same_spelling(said, name):
             return True
     said_words = _words(said)
     if any(said_words & _words(name) or contains_answer(name, said)
-           or _shares_a_stem(said_words, _words(name)) for name in names):
+           or _shares_a_stem(said_words, _words(name))
+           or near_miss(said, name, _SHARED_FILLER)
+           for name in names):
         return None
     return False
 
