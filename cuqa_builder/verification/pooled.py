@@ -32,9 +32,10 @@ from cuqa_builder.verification.replies import Unreadable, sections
 GUESS_MANY_TEMPLATE = "guess_answers_many"
 OPEN_BOOK_MANY_TEMPLATE = "answer_with_event_many"
 POOLED_TEMPLATES = (GUESS_MANY_TEMPLATE, OPEN_BOOK_MANY_TEMPLATE)
-# Greedy decoding makes a verdict repeatable; room for each question's line (five short guesses,
-# or four short lines) and a little more.
-_GUESS_TOKENS_EACH, _OPEN_BOOK_TOKENS_EACH, _SLACK = 40, 70, 40
+# Greedy decoding makes a verdict repeatable; room for each question's line (five guesses of
+# long names, or four short lines) and a little more. A question a reply cut at its limit did
+# not finish is unreadable.
+_GUESS_TOKENS_EACH, _OPEN_BOOK_TOKENS_EACH, _SLACK = 100, 70, 40
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,7 @@ class PooledChecker(Checking):
             load_prompt(GUESS_MANY_TEMPLATE),
             {"questions": _numbered(texts), "cutoff": cutoff_phrase(self.cutoff)},
             temperature=0.0, max_tokens=_GUESS_TOKENS_EACH * len(texts) + _SLACK, seed=0))
-        parts = sections(result.text, len(texts))
+        parts = sections(result.text, len(texts), cut=result.finish_reason == "length")
 
         async def verdict(q: PooledQuestion, text: str) -> CheckerVerdict:
             part = parts[texts.index(text) + 1]
@@ -105,7 +106,7 @@ class PooledChecker(Checking):
             "date": f"{event.date:%-d %B %Y}", "event": event.text, "passages": passages,
             "cutoff": cutoff_phrase(self.cutoff), "questions": _numbered(texts),
         }, temperature=0.0, max_tokens=_OPEN_BOOK_TOKENS_EACH * len(texts) + _SLACK, seed=0))
-        parts = sections(result.text, len(texts))
+        parts = sections(result.text, len(texts), cut=result.finish_reason == "length")
 
         async def verdicts(q: PooledQuestion) -> list[CheckerVerdict]:
             part = parts[texts.index(q.question) + 1]

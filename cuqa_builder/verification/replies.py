@@ -297,30 +297,42 @@ _SECTION = re.compile(r"^[\s*#>_-]*(?:Q|Question)\s*(\d{1,3})\b[*_]*\s*[:.)â€“â€
                       re.IGNORECASE)
 
 
-def sections(reply: str, count: int) -> dict[int, str | Unreadable]:
+def cut_short(reply: str) -> Unreadable:
+    """A reply that ended at its token limit (`finish_reason` "length"): what it was writing
+    when cut may have lost its end ("Atlantis; El Dor"), so it measured nothing."""
+    return Unreadable("cut by the token limit (finish_reason \"length\"): its last part may "
+                      "be incomplete", reply)
+
+
+def sections(reply: str, count: int, cut: bool = False) -> dict[int, str | Unreadable]:
     """The part of a pooled reply about each of the questions 1..count: the rest of its
     "Q3:" line and the lines up to the next question's (or a JSON object keyed "Q3"/"3", or a
     list of objects with an id). A question the reply says nothing about, or twice, is
-    unreadable."""
+    unreadable; with `cut` (the reply ended at its token limit) so is the question it was
+    answering when cut: the last one it reached, and every one after it."""
     text = unfenced(reply).strip()
     parts = _json_sections(text)
     if parts is None:
         parts = _line_sections(text)
+    reached = list(parts)[-1] if cut and parts else None  # the last part written
     read: dict[int, str | Unreadable] = {}
     for number in range(1, count + 1):
         said = parts.get(number, [])
         read[number] = said[0] if len(said) == 1 else Unreadable(
             f"no line for Q{number}" if not said else f"Q{number} answered twice", reply)
+        if number == reached:
+            read[number] = cut_short(reply)
     return read
 
 
 def _line_sections(text: str) -> dict[int, list[str]]:
+    """Each question's parts, in the order of their last header (the last written, last)."""
     parts: dict[int, list[str]] = {}
     number: int | None = None
     for line in text.splitlines():
         if header := _SECTION.match(line):
             number = int(header.group(1))
-            parts.setdefault(number, []).append(header.group(2))
+            parts[number] = [*parts.pop(number, []), header.group(2)]
         elif number is not None:
             parts[number][-1] += "\n" + line
     return {n: [s.strip() for s in said] for n, said in parts.items()}
@@ -338,5 +350,6 @@ def _json_sections(text: str) -> dict[int, list[str]] | None:
     for key, value in items:
         number = re.fullmatch(r"\s*(?:Q|Question)?\s*(\d{1,3})\s*", str(key), re.IGNORECASE)
         if number is not None:
-            parts.setdefault(int(number.group(1)), []).append(json.dumps(value))
+            key = int(number.group(1))
+            parts[key] = [*parts.pop(key, []), json.dumps(value)]
     return parts
