@@ -45,6 +45,7 @@ from cuqa_builder.jsonio import (
     JsonlAppender,
     atomic_write_text,
     iter_jsonl,
+    keep_latest,
     numbered_jsonl,
     read_jsonl,
     write_jsonl,
@@ -193,7 +194,10 @@ class _Writer:
         self.candidates = JsonlAppender(ctx.path(CANDIDATES))
         atomic_write_text(ctx.path(GENERATION_FAILURES), "")  # the failures of this run only
         self.failures = JsonlAppender(ctx.path(GENERATION_FAILURES))
-        self.pools = JsonlAppender(ctx.path(POOL))
+        self.pool_path = ctx.path(POOL)
+        self.pool_size = ctx.options.generate.pool_size
+        keep_latest(self.pool_path, _PoolKey, _event_of)  # a record a kill left torn, too
+        self.pools = JsonlAppender(self.pool_path)
         self._skipped_written = 0
         self.write_skipped()
 
@@ -211,8 +215,12 @@ class _Writer:
             save_run_info(self.out, seed=made.items[0].seed)  # with the first one
         self.candidates.append_all(made.items)
         if made.pool is not None:  # after the items: a pool record says the event is done
-            self.pools.append(made.pool)
+            self.pool(made.pool)
         self.tally.count_made(made)
+
+    def pool(self, record: PoolRecord) -> None:
+        """An event's pool record, with the --pool-size it was screened with."""
+        self.pools.append(record.model_copy(update={"pool_size": self.pool_size}))
 
     def failed(self, job: _Job, error: GenerationError) -> None:
         unanswered = _caused_by(error, LLMError)
@@ -222,7 +230,7 @@ class _Writer:
             unanswered=unanswered,
         ))
         if error.pool is not None:
-            self.pools.append(error.pool)
+            self.pool(error.pool)
         self.tally.refused += sum(call.rejected is not None for call in error.attempts)
         if job.sub_items:
             self.tally.hard_failed += 1
@@ -238,6 +246,15 @@ class _Writer:
         self.candidates.close()
         self.failures.close()
         self.pools.close()
+        keep_latest(self.pool_path, _PoolKey, _event_of)  # an event tried again: its latest
+
+
+class _PoolKey(BaseModel):
+    event_id: str
+
+
+def _event_of(key: _PoolKey) -> str:
+    return key.event_id
 
 
 def _caused_by(error: BaseException, kind: type[LLMError]) -> bool:
@@ -353,9 +370,10 @@ def _made(ctx: RunContext, texts: dict[str, str]) -> _Done:
 
 def _todo(
     ctx: RunContext, tally: Tally, drop_stale: bool = True, events: list[Event] | None = None
-) -> tuple[Callable[[], Iterator[Event]], int, int]:
+) -> tuple[Callable[[], Iterator[Event]], int, int, dict[int, str]]:
     """The events still to generate (a function that reads them again, one at a time), how
-    many they are, and how many hard items are in the file already. `drop_stale=False` (an
+    many they are, how many hard items are in the file already, and the events done before
+    (line -> event id). `drop_stale=False` (an
     estimate) writes nothing: stale candidates then count as done. `events`: the events, when
     the file is not written yet (an estimate of a new run).
 
@@ -380,7 +398,8 @@ def _todo(
 
     tally.already_done = len(usable) - len(todo_lines)
     tally.hard_requested = ctx.options.generate.hard
-    return todo, len(todo_lines), done.hard
+    return todo, len(todo_lines), done.hard, {line: event_id for line, event_id in usable
+                                              if line not in todo_lines}
 
 
 def estimate(ctx: RunContext, settings: LLMSettings, model: str,
@@ -389,7 +408,7 @@ def estimate(ctx: RunContext, settings: LLMSettings, model: str,
     `events` when events.jsonl is not written yet. An item that failed last time with every
     call answered is made again from the cache and fails alike: its calls are cached ones."""
     tally = Tally()
-    todo, _, hard_done = _todo(ctx, tally, drop_stale=False, events=events)
+    todo, _, hard_done, _ = _todo(ctx, tally, drop_stale=False, events=events)
     plan = CallPlan(model, calibration(settings, model))
     replayed = _replayed_failures(ctx, settings, model)
     recipe = RECIPES[ctx.options.generate.prompts]
@@ -443,7 +462,7 @@ async def _run(
 ) -> tuple[list[str], GatewayStats, CallPlan | None]:
     """Make the candidates; returns the models asked (the generator first), the generator's
     calls and the estimate to compare them with."""
-    todo, count, _ = _todo(ctx, tally)
+    todo, count, _, done = _todo(ctx, tally)
     seed = ctx.options.generate.seed
     settings = resolve_settings(ctx.options.llm, default_cache=ctx.path(LLM_CACHE),
                                 progress=not ctx.options.quiet)
@@ -475,11 +494,14 @@ async def _run(
                 attempts=options.attempts, known_source=options.known_source, parse=parse,
                 structure_first=small, checker=checker,
             )
+            lost: list[Event] = []  # events done before whose pool record is not in the file
             if isinstance(generator, ConnectedGenerator):
                 generator.pool_size, generator.per_event = options.pool_size, options.per_event
+                lost = _without_a_pool_record(ctx, done)
+                _note_pool_size(ctx, tally, options.pool_size)
             if generator.known_source == "wiki":  # wiki passages: the events are looked up first
                 events = list(todo())
-                generator.known_articles = _known_articles(ctx, events, tally)
+                generator.known_articles = _known_articles(ctx, events + lost, tally)
                 usable = _with_a_known_bridge(events, generator.known_articles, tally, generator)
                 writer.write_skipped()
                 todo, count = (lambda: iter(usable)), len(usable)
@@ -487,7 +509,12 @@ async def _run(
                 model=gateway.model, seed=seed, sampling=generator.sampling.model_dump(),
                 prompts=generator.prompt_hashes, hard=options.hard, attempts=options.attempts,
                 known_source=generator.known_source, recipe=generator.recipe,
+                pool_size=options.pool_size if isinstance(generator, ConnectedGenerator)
+                else None,
             ))
+            if lost:
+                tally.pool_records = await _rebuild_pools(
+                    generator, lost, writer, [gateway, *others], in_flight)
             if count and not settings.batched and generator.known_source == "model":
                 find_entities.start()  # the pipeline loads while the first calls are answered
             await _run_jobs(ctx, "generate", _easy_jobs(generator, todo(), tally), count,
@@ -502,6 +529,61 @@ async def _run(
     finally:
         writer.close()
         find_entities.close()
+
+
+def _without_a_pool_record(ctx: RunContext, done: dict[int, str]) -> list[Event]:
+    """The events done before (their candidates are in the file) whose record pool.jsonl
+    lacks: the file was deleted, emptied, or its last line torn by a kill."""
+    pooled = {key.event_id for key in iter_jsonl(ctx.path(POOL), _PoolKey)}
+    lines = {line for line, event_id in done.items() if event_id not in pooled}
+    return list(iter_jsonl(ctx.path(EVENTS), Event, lines=lines)) if lines else []
+
+
+def _note_pool_size(ctx: RunContext, tally: Tally, pool_size: int) -> None:
+    """Say so when --pool-size differs from the one the events already done were screened
+    with: it cannot change what is done (each event's record keeps its own)."""
+    recorded = load_run_info(ctx.out).generation
+    before = recorded.pool_size if recorded is not None else None
+    if tally.already_done and before is not None and before != pool_size:
+        tally.notes.append(
+            f"--pool-size {pool_size} screens the events still to try; the {tally.already_done} "
+            f"already done keep what --pool-size {before} screened (pool.jsonl records each "
+            "event's size): to screen them all alike, build into a new --out")
+
+
+async def _rebuild_pools(generator: ConnectedGenerator, events: list[Event], writer: _Writer,
+                         gateways: list[Gateway], limit: int) -> str:
+    """The pool records of events done before that pool.jsonl lacks, made again from the call
+    cache alone: the gateways ask nothing (a call not in the cache ends that event's rebuild,
+    which is then said lost), and only the records are written (the candidates are in the
+    file). Returns what the summary says of it."""
+    slots = asyncio.Semaphore(limit)
+    lost: list[str] = []
+
+    async def rebuild(event: Event) -> None:
+        async with slots:
+            try:
+                made = await generator.make(event)
+            except GenerationError as exc:
+                lost.append(f"{event.id} ({exc.step}: {short(exc.reason, 100)})")
+                return
+        if made.pool is not None:
+            writer.pool(made.pool)
+
+    for gateway in gateways:
+        gateway.cache_only = True
+    try:
+        await asyncio.gather(*(rebuild(event) for event in events))
+    finally:
+        for gateway in gateways:
+            gateway.cache_only = False
+    said = (f"pool.jsonl lacked the records of {len(events)} events done before (the file "
+            "deleted or emptied, or its last line cut by a kill): "
+            f"{len(events) - len(lost)} rebuilt from the call cache, nothing asked")
+    if lost:
+        said += (f"; {len(lost)} lost, their calls not all in the cache (their candidates "
+                 f"stand): {', '.join(lost[:3])}{' ...' if len(lost) > 3 else ''}")
+    return said
 
 
 async def _compose_time_checker(
