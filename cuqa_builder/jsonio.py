@@ -11,7 +11,7 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Container, Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
@@ -56,6 +56,7 @@ def numbered_jsonl(
     """`iter_jsonl`, each record with its line number."""
     if not path.exists():
         return
+    refuse_a_directory(path)
     with path.open(encoding="utf-8") as fh:  # line by line: a large file never sits in memory
         for number, line in enumerate(fh, start=1):
             if lines is not None and number not in lines:
@@ -100,12 +101,21 @@ def read_model(
         raise error(f"{shown} is not {what} ({describe_validation_error(exc)})") from None
 
 
+def refuse_a_directory(path: Path) -> None:
+    """A directory where a run's file belongs is one clear error saying what to do (not
+    "[Errno 21] Is a directory")."""
+    if path.is_dir():
+        raise JsonlError(f"{path} is a directory, where the run's {path.name} belongs: move it "
+                         "aside (nothing in it is the run's) and run the command again")
+
+
 class JsonlAppender:
     """Append records to a JSONL file, one flushed line each."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
+        refuse_a_directory(path)
         _drop_unfinished_tail(path)
         self._fh: IO[str] = path.open("a", encoding="utf-8")
 
@@ -181,6 +191,42 @@ def count_records(path: Path) -> int:
         return 0
     with path.open("rb") as fh:
         return sum(1 for line in fh if line.strip())
+
+
+def keep_latest(path: Path, key: type[M], key_of: Callable[[M], str]) -> int:
+    """Rewrite a JSONL file keeping only the last record of each key (a record made again
+    replaces the one before); returns how many were dropped, and rewrites nothing when none
+    is. The keys are read first (`key`: a model of the few fields that make it), then the
+    lines kept are copied as they are, in one atomic replace; an unfinished last line (a kill)
+    is dropped with the warning `numbered_jsonl` gives."""
+    last: dict[str, int] = {}
+    lines = 0
+    for number, record in numbered_jsonl(path, key):
+        last[key_of(record)] = number
+        lines += 1
+    if lines == len(last) and not _unfinished(path):
+        return 0
+    kept = set(last.values())
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out, path.open(encoding="utf-8") as fh:
+            out.writelines(line for number, line in enumerate(fh, start=1)
+                           if number in kept and line.endswith("\n"))
+            os.fchmod(out.fileno(), _file_mode())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return lines - len(last)
+
+
+def _unfinished(path: Path) -> bool:
+    """Whether the file's last line lacks its newline (a process killed while writing it)."""
+    if not path.exists() or path.stat().st_size == 0:
+        return False
+    with path.open("rb") as fh:
+        fh.seek(-1, os.SEEK_END)
+        return fh.read(1) != b"\n"
 
 
 def write_jsonl(path: Path, records: Iterable[BaseModel]) -> int:

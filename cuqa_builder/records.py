@@ -436,6 +436,8 @@ class PoolRecord(Record):
     refused: list[str] = Field(
         default_factory=list, description="known hops refused before ranking, and why")
     calls: list[PromptCall] = Field(default_factory=list)
+    pool_size: int | None = Field(
+        default=None, description="the --pool-size its questions were screened with")
 
 
 class Candidate(CuqaItem):

@@ -143,6 +143,9 @@ class GenerationInfo(BaseModel):
     attempts: int = Field(1, description="tries per step (repair)")
     known_source: str = Field("model", description="where known passages came from")
     recipe: str = Field("paper", description="--prompts: how items were composed")
+    pool_size: int | None = Field(
+        None, description="connected recipe: the --pool-size of the latest command (each "
+        "event's record in pool.jsonl holds the one it was screened with)")
 
 
 class CheckCount(BaseModel):

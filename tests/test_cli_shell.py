@@ -423,7 +423,8 @@ def test_a_real_ctrl_c_stops_a_run_that_resumes(
         assert process.returncode == INTERRUPTED, err
         assert err.strip().splitlines()[-1] == RESUME_LINE, err
         assert "Traceback" not in err, err
-        answered = llm.requests[: CALLS if hold is None else hold - 1]
+        # the held call was in flight: the interrupted command kept its answer (issue 38.7)
+        answered = llm.requests[: CALLS if hold is None else hold]
         first_run = len(llm.requests)
         resumed = start_generate(out, llm)
         _, err = resumed.communicate(timeout=300)

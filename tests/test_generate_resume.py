@@ -124,3 +124,75 @@ def test_sigkilled_run_resumes_without_duplicates_or_repeated_calls(
     assert {c.id: c.model_dump() for c in items} == clean
     # Every call answered before the kill came from the cache; only the held ones were asked again.
     assert gate.answered == clean_calls
+
+
+class CountingResponder:
+    """Answer every request after `delay_s`, counting the requests seen and answered."""
+
+    def __init__(self, delay_s: float) -> None:
+        self.inner = AlgorithmResponder()
+        self.delay_s = delay_s
+        self.seen = 0
+        self.answered = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        with self._lock:
+            self.seen += 1
+        time.sleep(self.delay_s)
+        reply = self.inner(body)
+        with self._lock:
+            self.answered += 1
+        return reply
+
+
+def _start_with_ctrl_c(out: Path, llm: ScriptedLLM) -> subprocess.Popen[bytes]:
+    """The command with Ctrl-C answered as a terminal's would be, however this test was started
+    (a background job inherits SIGINT ignored, and a Python child keeps ignoring it)."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_BASE_URL"}
+    env.update(OPENAI_API_KEY="sk-test-dummy", PYTHONPATH=str(REPO))
+    code = ("import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+            "from cuqa_builder.cli.build import main; sys.exit(main(sys.argv[1:]))")
+    return subprocess.Popen([sys.executable, "-c", code, *_args(out, llm)], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def test_ctrl_c_keeps_every_answer_on_its_way_and_the_resumed_run_pays_none_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 38.7: SIGINT while calls are in flight. Their requests were seen by the endpoint
+    (and paid): the interrupted command waits for their answers and caches them, so that the
+    requests the endpoint sees over the interrupted and the resumed command are those of one
+    clean run, none twice."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-dummy")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    events = make_events(EVENTS)
+    clean_dir, run_dir = tmp_path / "clean", tmp_path / "interrupted"
+    for out in (clean_dir, run_dir):
+        write_jsonl(out / "events.jsonl", events)
+    clean = CountingResponder(delay_s=0.0)
+    with ScriptedLLM(clean) as llm:
+        assert main(_args(clean_dir, llm)) == 0
+    assert clean.seen == 4 * EVENTS
+
+    slow = CountingResponder(delay_s=0.6)
+    with ScriptedLLM(slow) as llm:
+        process = _start_with_ctrl_c(run_dir, llm)
+        deadline = time.monotonic() + 90
+        while not (slow.seen >= clean.seen // 3 and slow.seen > slow.answered):
+            assert time.monotonic() < deadline and process.poll() is None
+            time.sleep(0.01)
+        process.send_signal(signal.SIGINT)
+        in_flight = slow.seen - slow.answered
+        _, stderr = process.communicate(timeout=60)
+        assert process.returncode == 130, stderr.decode()
+        assert in_flight > 0 and slow.answered == slow.seen
+        interrupted = slow.seen
+        assert interrupted < clean.seen
+        slow.delay_s = 0.0
+        assert main(_args(run_dir, llm)) == 0
+    assert slow.seen == clean.seen  # every request once, over both commands
+    clean_items = {c.id: c.model_dump() for c in read_jsonl(clean_dir / "candidates.jsonl",
+                                                            Candidate)}
+    assert {c.id: c.model_dump() for c in read_jsonl(run_dir / "candidates.jsonl",
+                                                     Candidate)} == clean_items

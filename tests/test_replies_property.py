@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -113,6 +114,100 @@ def test_a_refusal_or_prose_is_unreadable_and_never_passes(prose: str, fence: bo
     reply = f"```\n{reply}\n```" if fence else reply
     assert isinstance(read_guesses(reply), Unreadable)
     assert not _verdict(reply)
+
+
+# Refusals without a subject, made from a grammar of statements that name nothing (issue 38):
+# what cannot be done about knowing, how far the question lies beyond what is known, what is
+# lacking, what the answer is not, an adjective alone, a pass, punctuation.
+_CANNOT = st.sampled_from(["Cannot", "Can't", "Unable to", "Impossible to", "Not possible to",
+                           "Hard to", "Too early to", "No way to", "Not able to", "Could not",
+                           "Won't", "Difficult to"])
+_KNOWING_VERB = st.sampled_from(["know", "determine", "say", "tell", "guess", "identify",
+                                 "answer", "predict", "confirm", "verify", "speculate",
+                                 "be determined", "be known", "recall", "be sure", "decide"])
+_QUALIFIER = st.sampled_from(["", " this", " that", " it", " the answer", " for sure",
+                              " for certain", " reliably", " yet", " from the question",
+                              " with certainty", " with any confidence", " at this time"])
+_BEYOND = st.sampled_from(["Beyond", "After", "Past", "Outside", "Later than"])
+_LIMIT = st.sampled_from(["knowledge cutoff", "training data", "knowledge", "training cutoff",
+                          "cutoff date", "knowledge cut-off", "data", "training"])
+_LACKING = st.sampled_from(["Insufficient", "Not enough", "No", "Too little", "Lacking",
+                            "Without enough", "Not sufficient", "No clear", "No reliable"])
+_WHAT_IS_LACKING = st.sampled_from(["information", "data", "context", "evidence", "details",
+                                    "knowledge", "info", "clues", "idea", "basis"])
+_PURPOSE = st.sampled_from(["", " to guess", " to answer", " to say", " to determine",
+                            " available", " given", " to go on"])
+_NOT = st.sampled_from(["Not", "Not yet", "Still not", "Not currently", "Not really"])
+_STATE = st.sampled_from(["known", "knowable", "determinable", "certain", "clear", "available",
+                          "sure", "confirmed", "disclosed", "reported", "specified",
+                          "determined", "identifiable", "guessable"])
+_ADJECTIVE = st.sampled_from([
+    "Unclear", "Unknowable", "Uncertain", "Unsure", "Undetermined", "Indeterminate",
+    "Unanswerable", "Unverifiable", "Unpredictable", "Unknown", "Impossible", "Inconclusive",
+    "Speculative", "Ambiguous", "Undisclosed", "Unconfirmed", "Unspecified", "Undecidable",
+    "Unidentifiable", "Doubtful", "Anyone's guess", "A mystery"])
+_NO_GUESS = st.sampled_from(["No", "No good", "No confident", "No educated", "No definitive"])
+_GUESS_NOUN = st.sampled_from(["guess", "idea", "answer", "clue", "comment", "information"])
+REFUSAL = st.one_of(
+    st.builds("{} {}{}".format, _CANNOT, _KNOWING_VERB, _QUALIFIER),
+    st.builds("{} {} {}".format, _BEYOND, st.sampled_from(["my", "the"]), _LIMIT),
+    st.builds("{} {}{}".format, _LACKING, _WHAT_IS_LACKING, _PURPOSE),
+    st.builds("{} {}".format, _NOT, _STATE),
+    _ADJECTIVE,
+    st.builds("{} {}".format, _NO_GUESS, _GUESS_NOUN),
+    st.sampled_from(["Pass", "Skip", "?", "??", "…", "—", "?!"]),
+)
+
+
+@st.composite
+def refusals(draw: st.DrawFn) -> str:
+    """A refusal as a model may write it: any case, a full stop or not."""
+    said = draw(REFUSAL)
+    said = draw(st.sampled_from([said, said.lower(), said.upper(), said.title()]))
+    return said + draw(st.sampled_from(["", ".", "!", "…"]))
+
+
+@settings(max_examples=400, deadline=None)
+@given(refusal=refusals(), shape=st.sampled_from(["bare", "numbered", "labelled", "json list",
+                                                   "json object", "final answer"]),
+       others=st.lists(st.sampled_from(OTHERS), max_size=3, unique=True), fence=st.booleans())
+def test_a_line_that_names_nothing_is_no_guess_and_never_passes(
+    refusal: str, shape: str, others: list[str], fence: bool
+) -> None:
+    """Alone or among names, a refusal without a subject makes the reply unreadable."""
+    guesses = [refusal, *others]
+    reply = refusal if shape == "bare" else _shape(guesses, shape, False, False, fence)
+    assert isinstance(read_guesses(reply), Unreadable), reply
+    assert not _verdict(reply)
+    pooled = sections(f"Q1: Izmir; Bursa; Konya\nQ2: {refusal}", 2)
+    assert not isinstance(pooled[1], Unreadable) and _verdict(pooled[1])
+    assert not isinstance(pooled[2], Unreadable) and not _verdict(pooled[2])
+
+
+# Names made of the refusals' own words and one word of another kind are names.
+_NAME_WORD = st.sampled_from(["Lake", "Key", "Christian", "County", "Island", "Foods",
+                              "Party", "Orchestra", "Bay", "Affinity", "Springs", "Valley"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(words=st.lists(st.sampled_from(["Clear", "No", "Name", "Pass", "Unknown", "Certain",
+                                       "Impossible", "Know", "Nothing", "The"]),
+                      min_size=1, max_size=2),
+       last=_NAME_WORD, position=st.integers(0, 2))
+def test_a_name_of_the_refusals_words_and_another_word_is_read(
+    words: list[str], last: str, position: int
+) -> None:
+    name = " ".join([*words[:position], last, *words[position:]])
+    assert read_guesses(f"1. {name}\n2. Izmir") == [name, "Izmir"]
+
+
+@pytest.mark.parametrize("name", ["Pass Christian", "Unity", "Clear Lake", "No Name Key",
+                                  "The Guess Who", "Know Nothing Party", "Impossible Foods",
+                                  "Information Age", "Indiana", "Unknown Mortal Orchestra"])
+def test_real_names_that_look_like_refusals_are_names(name: str) -> None:
+    part = sections(f"Q1: {name}; Izmir", 1)[1]
+    assert isinstance(part, str) and read_guesses(part) == [name, "Izmir"]
+    assert read_guesses(name) == [name]
 
 
 @settings(max_examples=150, deadline=None)

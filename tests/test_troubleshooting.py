@@ -379,6 +379,16 @@ def no_generator(tmp: Path, connected: Path) -> Ran:
     return cuqa_build("--out", run, "--cutoff", "2023-04", "--stage", "validate", "-q")
 
 
+def generated_again(tmp: Path, connected: Path, before: Callable[[Path], object],
+                    *extra: object) -> Ran:
+    """Generate run again on a copy of the connected run, `before` done to it first."""
+    run = copy(connected, tmp)
+    before(run)
+    with scripted(PoolResponder()) as llm:
+        return cuqa_build("--out", run, "--source", SAMPLE, *WINDOW, "--limit", "5", "--stage",
+                          "generate", *model_flags(llm), *extra)
+
+
 def nothing_passed(tmp: Path, connected: Path) -> Ran:
     run = copy(connected, tmp)
     return cuqa_build("--out", run, "--stage", "validate", "-q", "--check-model", "none",
@@ -804,6 +814,19 @@ ROWS: dict[str, Row] = {
         lambda tmp: cli("annotate", "import", a_file(tmp, "[]"), "--run", tmp / "none")),
     "interrupted": Row("cuqa-build: interrupted; run the same command to resume", INTERRUPTED,
                        interrupted),
+    "pool-directory": Row(
+        re.compile(r"pool\.jsonl is a directory, where the run's pool\.jsonl belongs: move it "
+                   r"aside"), 1,
+        lambda tmp, run: generated_again(tmp, run, lambda r: (
+            (r / "pool.jsonl").unlink(), (r / "pool.jsonl").mkdir()))),
+    "pool-rebuilt": Row(
+        "pool.jsonl lacked the records of 4 events done before (the file deleted or emptied, or "
+        "its last line cut by a kill): 4 rebuilt from the call cache, nothing asked", 0,
+        lambda tmp, run: generated_again(tmp, run, lambda r: (r / "pool.jsonl").unlink())),
+    "pool-size-changed": Row(
+        "--pool-size 1 screens the events still to try; the 4 already done keep what "
+        "--pool-size 12 screened", 0,
+        lambda tmp, run: generated_again(tmp, run, lambda r: None, "--pool-size", "1")),
     # the LLM's files
     "bad-prices": Row("is not a price table of {model: {input, output}} in USD per 1M tokens", 1,
                       bad_prices),

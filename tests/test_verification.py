@@ -167,7 +167,8 @@ def test_a_checker_that_gives_no_guesses_measured_nothing(tmp_path: Path) -> Non
     with ScriptedLLM(Checker(_honest("Nasdaq", whole="Unknown."))) as llm:
         outcome = _check(llm, tmp_path, _item())
     assert _verdicts(outcome)["unknown_before_cutoff"] is False
-    assert "cannot be read (no guess given)" in failure_reason(outcome.verdicts[1])
+    assert "cannot be read (guesses: a line that names nothing ('Unknown'))" in \
+        failure_reason(outcome.verdicts[1])
 
 
 def test_a_reworded_answer_is_judged_the_same_with_one_call(tmp_path: Path) -> None:
@@ -275,7 +276,8 @@ def test_guesses_are_read_from_the_shapes_models_write(reply: str, guesses: list
 
 
 @pytest.mark.parametrize(("reply", "why"), [
-    ("Unknown.", "no guess given"),
+    ("Unknown.", "a line that names nothing ('Unknown')"),
+    ("N/A", "no guess given"),
     ("", "an empty reply"),
     ("I cannot know this: the question is about events after my knowledge cutoff.",
      "a sentence"),

@@ -27,6 +27,7 @@ from cuqa_builder.generation.seeding import candidate_id
 from cuqa_builder.generation.structural import plural
 from cuqa_builder.grounding.keys import entity_key
 from cuqa_builder.records import Entity, Event, QuestionType
+from cuqa_builder.text import contains_answer
 from cuqa_builder.verification.masking import masked_description
 from cuqa_builder.verification.names import canonical_name, substitute, surface_name
 from cuqa_builder.verification.question_form import category_question
@@ -97,6 +98,12 @@ def compose(seed: int, event: Event, bridge: Bridge, description: str, hop: Hop,
         if merged is None or masked_merged is None:
             return f"{hop.question!r} does not name {bridge.entity.text!r} as written"
         question, masked_question = merged, masked_merged
+    # A question that names its own answer (a description saying "born in X") is dropped here,
+    # before any check is paid for it: validate's answer_in_question would fail it anyway.
+    named = next((form for form in (answer, *aliases)
+                  if contains_answer(question, form, in_compounds=True)), None)
+    if named is not None:
+        return f"the question names its own answer {named!r}: {question!r}"
     return Draft(
         id=candidate_id(seed, event.id, bridge.key, hop.property, answer), bridge=bridge,
         description=description, hop=hop, answer=answer, aliases=aliases,

@@ -26,8 +26,8 @@ import os
 import random
 import re
 import time
-from collections.abc import AsyncIterator, Mapping
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -135,6 +135,13 @@ class Gateway:
         # Identical requests made while the first is still running wait for its answer
         # instead of paying for the same call again.
         self._pending: dict[str, asyncio.Future[ChatResult]] = {}
+        # Answer from the cache alone (a record rebuilt from it): a call it lacks fails, unpaid.
+        self.cache_only = False
+        # Calls whose request is on the wire (an answer on its way, paid whether read or not),
+        # and of those the ones whose caller was cancelled (Ctrl-C): kept running until their
+        # answer is cached (`drain`), never retried.
+        self._sending: set[asyncio.Task[Any]] = set()
+        self._orphans: set[asyncio.Task[Any]] = set()
 
     @property
     def stats(self) -> GatewayStats:
@@ -158,27 +165,46 @@ class Gateway:
                 self._stats.cache_hits += 1
                 # A hit costs nothing and takes no model time; the answer and its usage are kept.
                 return ChatResult.from_body(hit.response, self.model, latency_s=0.0, cached=True)
+        if self.cache_only:
+            raise LLMError(f"{self.model}: the call is not in the call cache, and only the cache "
+                           "is read here", model=self.model)
         pending = self._pending.get(key)
         if pending is not None:
             result = await asyncio.shield(pending)
             self._stats.cache_hits += 1
             return result.model_copy(update={"cached": True, "cost": 0.0, "latency_s": 0.0})
         self._pending[key] = asyncio.get_running_loop().create_future()
+        call = asyncio.ensure_future(self._call_and_store(key, canonical, request))
+        call.add_done_callback(lambda done: self._settle(key, done))
         try:
-            result = await self._call_and_store(key, canonical, request)
-        except BaseException as exc:
-            self._settle(key, exc)
+            return await asyncio.shield(call)
+        except asyncio.CancelledError:
+            # Ctrl-C: a call not sent yet is dropped; one on the wire goes on until its answer
+            # is in the cache, so that a resumed run does not pay for it again.
+            if call in self._sending:
+                self._orphans.add(call)
+                call.add_done_callback(self._orphans.discard)
+            else:
+                call.cancel()
             raise
-        self._settle(key, result)
-        return result
 
-    def _settle(self, key: str, outcome: ChatResult | BaseException) -> None:
+    def _settle(self, key: str, call: asyncio.Task[ChatResult]) -> None:
         future = self._pending.pop(key)
-        if isinstance(outcome, BaseException):
-            future.set_exception(outcome)
+        if call.cancelled():
+            future.cancel()
+        elif call.exception() is not None:
+            future.set_exception(call.exception())
             future.exception()  # nobody may be waiting: do not warn "never retrieved"
         else:
-            future.set_result(outcome)
+            future.set_result(call.result())
+
+    async def drain(self) -> None:
+        """Wait for the calls on the wire whose callers were cancelled (Ctrl-C), each until it
+        is answered and cached or its timeout ends it; a second Ctrl-C drops them."""
+        if self._orphans:
+            log.warning("%s: keeping the answers of %d calls in flight (Ctrl-C again to drop "
+                        "them)", self.model, len(self._orphans))
+            await asyncio.wait(set(self._orphans))
 
     async def _call_and_store(
         self, key: str, canonical: str, request: ChatRequest
@@ -266,13 +292,14 @@ class Gateway:
                         request.max_tokens,
                     )
                     async with self._limiter.call(reserved):
-                        body, raw, latency = await self._attempt(request)
+                        with self._on_the_wire():
+                            body, raw, latency = await self._attempt(request)
                     usage = body.get("usage") or {}
                     self._limiter.used(reserved, int(usage.get("total_tokens") or reserved))
                     return body, raw, latency
             except _Retryable as failure:
                 attempt += 1
-                if attempt == tries:
+                if attempt == tries or asyncio.current_task() in self._orphans:
                     self._stats.failures += 1
                     raise LLMError(
                         f"{self.model}: call failed after {tries} tries: {failure.reason}",
@@ -282,6 +309,16 @@ class Gateway:
                 log.warning("%s: %s; retrying in %.1f s (try %d of %d)",
                             self.model, failure.reason, wait, attempt + 1, tries)
                 await asyncio.sleep(wait)
+
+    @contextmanager
+    def _on_the_wire(self) -> Iterator[None]:
+        task = asyncio.current_task()
+        assert task is not None
+        self._sending.add(task)
+        try:
+            yield
+        finally:
+            self._sending.discard(task)
 
     async def _attempt(self, request: ChatRequest) -> tuple[dict[str, Any], str, float]:
         # The embedded model loads before the clock starts: a call's latency is the model's.
@@ -537,7 +574,10 @@ async def open_gateway(settings: LLMSettings) -> AsyncIterator[Gateway]:
         if settings.batched:
             gateway._rounds = _open_rounds(gateway, client, settings, cache)
             stack.push_async_callback(gateway._rounds.close)
-        yield gateway
+        try:
+            yield gateway
+        finally:
+            await gateway.drain()  # before the cache closes
 
 
 def _open_rounds(

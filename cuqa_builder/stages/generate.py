@@ -45,6 +45,7 @@ from cuqa_builder.jsonio import (
     JsonlAppender,
     atomic_write_text,
     iter_jsonl,
+    keep_latest,
     numbered_jsonl,
     read_jsonl,
     write_jsonl,
@@ -207,7 +208,10 @@ class _Writer:
         self.candidates = JsonlAppender(ctx.path(CANDIDATES))
         atomic_write_text(ctx.path(GENERATION_FAILURES), "")  # the failures of this run only
         self.failures = JsonlAppender(ctx.path(GENERATION_FAILURES))
-        self.pools = JsonlAppender(ctx.path(POOL))
+        self.pool_path = ctx.path(POOL)
+        self.pool_size = ctx.options.generate.pool_size
+        keep_latest(self.pool_path, _PoolKey, _event_of)  # a record a kill left torn, too
+        self.pools = JsonlAppender(self.pool_path)
         self._skipped_written = 0
         self.write_skipped()
 
@@ -225,8 +229,12 @@ class _Writer:
             save_run_info(self.out, seed=made.items[0].seed)  # with the first one
         self.candidates.append_all(made.items)
         if made.pool is not None:  # after the items: a pool record says the event is done
-            self.pools.append(made.pool)
+            self.pool(made.pool)
         self.tally.count_made(made)
+
+    def pool(self, record: PoolRecord) -> None:
+        """An event's pool record, with the --pool-size it was screened with."""
+        self.pools.append(record.model_copy(update={"pool_size": self.pool_size}))
 
     def failed(self, job: _Job, error: GenerationError) -> None:
         unanswered = _caused_by(error, LLMError)
@@ -236,7 +244,7 @@ class _Writer:
             unanswered=unanswered,
         ))
         if error.pool is not None:
-            self.pools.append(error.pool)
+            self.pool(error.pool)
         self.tally.refused += sum(call.rejected is not None for call in error.attempts)
         if job.sub_items:
             self.tally.hard_failed += 1
@@ -252,6 +260,15 @@ class _Writer:
         self.candidates.close()
         self.failures.close()
         self.pools.close()
+        keep_latest(self.pool_path, _PoolKey, _event_of)  # an event tried again: its latest
+
+
+class _PoolKey(BaseModel):
+    event_id: str
+
+
+def _event_of(key: _PoolKey) -> str:
+    return key.event_id
 
 
 def _caused_by(error: BaseException, kind: type[LLMError]) -> bool:
@@ -417,6 +434,7 @@ class _Todo:
     hard_done: int
     group_of: dict[str, int] = field(default_factory=dict)
     done: frozenset[str] = frozenset()
+    done_before: dict[int, str] = field(default_factory=dict)  # line -> id of events done
 
 
 def _todo(
@@ -458,7 +476,8 @@ def _todo(
             return (event for line, event in enumerate(events) if line in todo_lines)
         return iter_jsonl(ctx.path(EVENTS), Event, lines=todo_lines)
 
-    return _Todo(todo, count, done.hard, group_of, frozenset(taking_part))
+    done_before = {line: event_id for line, event_id in usable if event_id in done.events}
+    return _Todo(todo, count, done.hard, group_of, frozenset(taking_part), done_before)
 
 
 def estimate(ctx: RunContext, settings: LLMSettings, model: str,
@@ -556,11 +575,14 @@ async def _run(
                 attempts=options.attempts, known_source=options.known_source, parse=parse,
                 structure_first=small, checker=checker,
             )
+            lost: list[Event] = []  # events done before whose pool record is not in the file
             if isinstance(generator, ConnectedGenerator):
                 generator.pool_size, generator.per_event = options.pool_size, options.per_event
+                lost = _without_a_pool_record(ctx, planned.done_before)
+                _note_pool_size(ctx, tally, options.pool_size)
             if generator.known_source == "wiki":  # wiki passages: the events are looked up first
                 events = list(todo())
-                generator.known_articles = _known_articles(ctx, events, tally)
+                generator.known_articles = _known_articles(ctx, events + lost, tally)
                 usable = _with_a_known_bridge(events, generator.known_articles, tally, generator)
                 writer.write_skipped()
                 todo = lambda: iter(usable)  # noqa: E731
@@ -569,7 +591,14 @@ async def _run(
                 model=gateway.model, seed=seed, sampling=generator.sampling.model_dump(),
                 prompts=generator.prompt_hashes, hard=options.hard, attempts=options.attempts,
                 known_source=generator.known_source, recipe=generator.recipe,
+                pool_size=options.pool_size if isinstance(generator, ConnectedGenerator)
+                else None,
             ))
+            if lost:
+                tally.pool_records = await _rebuild_pools(
+                    generator, _lost_groups(ctx, lost, planned) if grouped
+                    else [[event] for event in lost], {e.id for e in lost}, writer,
+                    [gateway, *others], in_flight)
             if count and not settings.batched and generator.known_source == "model":
                 find_entities.start()  # the pipeline loads while the first calls are answered
             jobs: Iterable[_Job | _Group] = _easy_jobs(generator, todo(), tally)
@@ -594,6 +623,76 @@ def _groups_checks(ctx: RunContext, settings: LLMSettings) -> bool:
     while composing (as `_compose_time_checker` decides)."""
     return (RECIPES[ctx.options.generate.prompts] is ConnectedGenerator
             and not settings.uses_local_model and ctx.options.checks.check_model != "none")
+
+
+def _without_a_pool_record(ctx: RunContext, done: dict[int, str]) -> list[Event]:
+    """The events done before (their candidates are in the file) whose record pool.jsonl
+    lacks: the file was deleted, emptied, or its last line torn by a kill."""
+    pooled = {key.event_id for key in iter_jsonl(ctx.path(POOL), _PoolKey)}
+    lines = {line for line, event_id in done.items() if event_id not in pooled}
+    return list(iter_jsonl(ctx.path(EVENTS), Event, lines=lines)) if lines else []
+
+
+def _note_pool_size(ctx: RunContext, tally: Tally, pool_size: int) -> None:
+    """Say so when --pool-size differs from the one the events already done were screened
+    with: it cannot change what is done (each event's record keeps its own)."""
+    recorded = load_run_info(ctx.out).generation
+    before = recorded.pool_size if recorded is not None else None
+    if tally.already_done and before is not None and before != pool_size:
+        tally.notes.append(
+            f"--pool-size {pool_size} screens the events still to try; the {tally.already_done} "
+            f"already done keep what --pool-size {before} screened (pool.jsonl records each "
+            "event's size): to screen them all alike, build into a new --out")
+
+
+async def _rebuild_pools(generator: ConnectedGenerator, groups: list[list[Event]],
+                         lost: set[str], writer: _Writer, gateways: list[Gateway],
+                         limit: int) -> str:
+    """The pool records of events done before that pool.jsonl lacks (`lost`), made again from
+    the call cache alone, each with the events it was checked together with (`groups`): the
+    gateways ask nothing (a call not in the cache ends that group's rebuild, whose events are
+    then said lost), and only the records are written (the candidates are in the file).
+    Returns what the summary says of it."""
+    slots = asyncio.Semaphore(limit)
+    failed: list[str] = []
+
+    async def rebuild(group: list[Event]) -> None:
+        async with slots:
+            made = await generator.make_many(group)
+        for event, one in zip(group, made, strict=True):
+            if event.id not in lost:
+                continue
+            if isinstance(one, GenerationError) and one.pool is None:
+                failed.append(f"{event.id} ({one.step}: {short(one.reason, 100)})")
+            elif (record := one.pool) is not None:
+                writer.pool(record)
+
+    for gateway in gateways:
+        gateway.cache_only = True
+    try:
+        await asyncio.gather(*(rebuild(group) for group in groups))
+    finally:
+        for gateway in gateways:
+            gateway.cache_only = False
+    said = (f"pool.jsonl lacked the records of {len(lost)} events done before (the file "
+            "deleted or emptied, or its last line cut by a kill): "
+            f"{len(lost) - len(failed)} rebuilt from the call cache, nothing asked")
+    if failed:
+        said += (f"; {len(failed)} lost, their calls not all in the cache (their candidates "
+                 f"stand): {', '.join(failed[:3])}{' ...' if len(failed) > 3 else ''}")
+    return said
+
+
+def _lost_groups(ctx: RunContext, lost: list[Event], planned: _Todo) -> list[list[Event]]:
+    """The groups of events checked together that hold an event whose pool record is lost,
+    each whole (its events done before, read again)."""
+    wanted = {planned.group_of[e.id] for e in lost if e.id in planned.group_of}
+    lines = {line for line, event_id in planned.done_before.items()
+             if planned.group_of.get(event_id) in wanted}
+    groups: dict[int, list[Event]] = {}
+    for event in iter_jsonl(ctx.path(EVENTS), Event, lines=lines):
+        groups.setdefault(planned.group_of[event.id], []).append(event)
+    return list(groups.values())
 
 
 async def _compose_time_checker(

@@ -42,6 +42,8 @@ class Tally:
     unasked: Counter[str] = field(default_factory=Counter)  # events a checker left unchecked
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (event id, why) not tried
     pools: PoolTally = field(default_factory=PoolTally)
+    pool_records: str = ""  # what rebuilding the records pool.jsonl lacked did, if it was needed
+    notes: list[str] = field(default_factory=list)  # flags that could not change what was done
 
     @property
     def written(self) -> int:
@@ -120,6 +122,7 @@ def summary_of(
     if tally.articles:
         lines.append(f"  articles at the cutoff: {tally.articles}")
     lines += tally.pools.lines()
+    lines += [f"  {line}" for line in (tally.pool_records, *tally.notes) if line]
     renamed = tally.set_aside.pop(RENAMED, 0)
     if tally.set_aside:
         reasons = "; ".join(f"{n} {why}" for why, n in tally.set_aside.most_common())

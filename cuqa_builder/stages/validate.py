@@ -442,9 +442,13 @@ def _nothing_passed(report: CheckReport, shown: Sequence[str], known_source: str
     check = min(report.failed, key=lambda name: (-report.failed[name], order.get(name, len(order))))
     count = report.failed[check]
     example = next(f.reason for v in report.validations for f in v.failures if f.check == check)
-    tries = ["a stronger --model",
-             *(["--known-source wiki"] if known_source != "wiki" else []),
-             "a larger --limit"]
+    if check == UNREADABLE:  # the checker wrote what could not be read, not the generator
+        tries = ["another --check-model (one that answers in the shape its prompt asks for; "
+                 "each reply is quoted in its failure)", "a larger --limit"]
+    else:
+        tries = ["a stronger --model",
+                 *(["--known-source wiki"] if known_source != "wiki" else []),
+                 "a larger --limit"]
     return (f"  nothing passed, most commonly {check} ({count} of {len(report.validations)}; "
             f"{shorten(example, _EXAMPLE_CHARS, placeholder='…')}): try {', '.join(tries)}")
 

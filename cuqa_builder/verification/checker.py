@@ -42,6 +42,7 @@ from cuqa_builder.verification.replies import (
     RECURS,
     OpenBookReply,
     Unreadable,
+    cut_short,
     read_guesses,
     read_open_book,
 )
@@ -59,8 +60,10 @@ GUESS_TEMPLATE = "guess_answers"
 OPEN_BOOK_TEMPLATE = "answer_with_event"
 JUDGE_TEMPLATE = "judge_reworded"
 CHECKER_TEMPLATES = (GUESS_TEMPLATE, OPEN_BOOK_TEMPLATE, JUDGE_TEMPLATE)
-# Greedy decoding makes a verdict repeatable; five short guesses, or three short lines.
-GUESS_SAMPLING = {"temperature": 0.0, "max_tokens": 80, "seed": 0}
+# Greedy decoding makes a verdict repeatable; room for five guesses of long names ("United
+# Nations Educational, Scientific and Cultural Organization" is 11 tokens), numbered and bold,
+# after a lead-in; or three short lines. A reply cut at its limit is unreadable.
+GUESS_SAMPLING = {"temperature": 0.0, "max_tokens": 120, "seed": 0}
 OPEN_BOOK_SAMPLING = {"temperature": 0.0, "max_tokens": 120, "seed": 0}
 # What each template's call is called in an item's record of calls.
 CALL_NAMES = {GUESS_TEMPLATE: "GuessAnswers", OPEN_BOOK_TEMPLATE: "AnswerWithEvent",
@@ -217,7 +220,8 @@ class ItemChecker(Checking):
             **GUESS_SAMPLING))
         knowledge = self.knowledge if check == UNKNOWN_BEFORE_CUTOFF else "told"
         return await guess_verdict(judge, GuessAsked(check, question, client.model, knowledge),
-                                   result.text, answer_names(item), self.counted)
+                                   result.text, answer_names(item), self.counted,
+                                   cut=result.finish_reason == "length")
 
     async def _open_book(self, client: Recorder, item: Candidate) -> list[CheckerVerdict]:
         easy = list(_easy_items(item))
@@ -230,7 +234,8 @@ class ItemChecker(Checking):
             "cutoff": cutoff_phrase(self.cutoff), "question": item.question,
         }, **OPEN_BOOK_SAMPLING))
         return await open_book_verdicts(client, item.question, client.model, result.text,
-                                        answer_names(item), _bridge_names(item))
+                                        answer_names(item), _bridge_names(item),
+                                        cut=result.finish_reason == "length")
 
 
 @dataclass(frozen=True)
@@ -244,12 +249,13 @@ class GuessAsked:
 
 
 async def guess_verdict(judge: LLMClient, asked: GuessAsked, reply: str, names: list[str],
-                        counted: int) -> CheckerVerdict:
+                        counted: int, cut: bool = False) -> CheckerVerdict:
     """The verdict of a guessing check on its reply: failed when a counted guess names the
-    answer, and failed as unreadable when the reply (or a judge it needed) cannot be read."""
+    answer, and failed as unreadable when the reply (or a judge it needed) cannot be read, or
+    was `cut` at its token limit."""
     common = {"check": asked.check, "question": asked.question, "reply": reply.strip(),
               "model": asked.model, "counted": counted, "knowledge": asked.knowledge}
-    guesses = read_guesses(reply)
+    guesses = cut_short(reply) if cut else read_guesses(reply)
     if isinstance(guesses, Unreadable):
         return CheckerVerdict(passed=False, unreadable=guesses.why, **common)
     guesses = guesses[:GUESSES_ASKED]
@@ -264,12 +270,14 @@ async def guess_verdict(judge: LLMClient, asked: GuessAsked, reply: str, names: 
 
 
 async def open_book_verdicts(client: LLMClient, question: str, model: str, reply: str,
-                             names: list[str], bridges: list[str]) -> list[CheckerVerdict]:
+                             names: list[str], bridges: list[str], cut: bool = False
+                             ) -> list[CheckerVerdict]:
     """`answered_with_event` and `one_answer` on an open-book reply: the answer must be the
     item's; nothing else may fit (other things named, other right answers: not the bridge,
-    nor the answer under another name). Unreadable parts fail as unreadable."""
+    nor the answer under another name). Unreadable parts, or a reply `cut` at its token limit,
+    fail as unreadable."""
     common = {"question": question, "reply": reply.strip(), "model": model}
-    read = read_open_book(reply)
+    read = cut_short(reply) if cut else read_open_book(reply)
     if isinstance(read, Unreadable):
         return [CheckerVerdict(check=check, passed=False, unreadable=read.why, **common)
                 for check in (ANSWERED_WITH_EVENT, ONE_ANSWER)]

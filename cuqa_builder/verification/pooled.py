@@ -46,9 +46,10 @@ POOLED_TEMPLATES = (GUESS_MANY_TEMPLATE, OPEN_BOOK_MANY_TEMPLATE)
 # Questions a request holds at most: guesses are short lines; an open book carries each
 # question's news and background.
 GUESSES_PER_REQUEST, OPEN_BOOKS_PER_REQUEST = 30, 10
-# Greedy decoding makes a verdict repeatable; room for each question's line (five short guesses,
-# or five short lines) and a little more.
-_GUESS_TOKENS_EACH, _OPEN_BOOK_TOKENS_EACH, _SLACK = 40, 90, 40
+# Greedy decoding makes a verdict repeatable; room for each question's line (five guesses of
+# long names, or five short lines) and a little more. A question a reply cut at its limit did
+# not finish is unreadable.
+_GUESS_TOKENS_EACH, _OPEN_BOOK_TOKENS_EACH, _SLACK = 100, 90, 40
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,7 @@ class PooledChecker(Checking):
                 load_prompt(GUESS_MANY_TEMPLATE),
                 {"questions": _numbered(texts), "cutoff": cutoff_phrase(self.cutoff)},
                 temperature=0.0, max_tokens=_GUESS_TOKENS_EACH * len(texts) + _SLACK, seed=0))
-            parts = sections(result.text, len(texts))
+            parts = sections(result.text, len(texts), cut=result.finish_reason == "length")
 
             async def verdict(q: PooledQuestion, text: str) -> tuple[CheckerVerdict, Recorder]:
                 judge = Recorder(self.client)
@@ -165,7 +166,7 @@ class PooledChecker(Checking):
                     _open_book_block(n, q, self.cutoff) for n, q in enumerate(dealt, 1)),
             }, temperature=0.0, max_tokens=_OPEN_BOOK_TOKENS_EACH * len(dealt) + _SLACK,
                 seed=0))
-            parts = sections(result.text, len(dealt))
+            parts = sections(result.text, len(dealt), cut=result.finish_reason == "length")
 
             async def verdicts(n: int, q: PooledQuestion) -> tuple[list[CheckerVerdict],
                                                                     Recorder]:

@@ -48,8 +48,66 @@ _LEAD_IN = re.compile(r"^[^:\n]{0,80}:\s*$")
 # An explanation after the guess: "NATO – most of them are members", "Paris (the capital)".
 _EXPLANATION = re.compile(r"\s+[–—-]\s+.*$|\s*\([^)]*\)\s*$")
 _WRAPPING = " \t\"'`*_“”‘’."
-_NO_NAME = re.compile(r"^(?:none|no|nothing|n/?a|-|unknown|not sure|i don'?t know|no other\b.*"
-                      r"|nothing else\b.*|no idea)$", re.IGNORECASE)
+# "Nothing (more)": an empty list said in words, left out of the names.
+_NO_NAME = re.compile(r"^(?:none|no|nothing|n/?a|-|no other\b.*|nothing else\b.*)$", re.IGNORECASE)
+
+# A guess names something; a line that names nothing is a refusal, and fails closed. The rule
+# (not a list of refusals: a list cannot close the class): a line names nothing when it holds no
+# letter or digit ("?", "…"), or when every word of it is either a function word (negations,
+# modals, auxiliaries, pronouns, determiners, prepositions, degree and quality words) or a word
+# of knowing, determining, guessing, saying, information or time (`_KNOWING`, by its stem:
+# "undeterminable" is un + determin(e) + able). So "Cannot determine", "Beyond my knowledge
+# cutoff", "Not enough information to guess", "Unknowable", "Pass" name nothing, while one
+# word of another kind makes a name: "Pass Christian", "Clear Lake", "No Name Key", "Unity",
+# "The Guess Who". A name made only of such words ("It", "Guess") is read as a refusal: failing
+# closed costs an item, reading a refusal as a guess passes one.
+_FUNCTION_WORDS = frozenset(re.findall(r"\S+", """
+a an the this that these those it its it's there here i i'm i'd i've me my mine we our us you
+your one anyone anybody someone somebody nobody everyone no not non none nothing never neither
+nor cannot can't cant can could couldn't would wouldn't will won't shall should shouldn't may
+might must do does did don't doesn't didn't is isn't are aren't was wasn't were weren't be been
+being am have has had haven't hasn't hadn't to of for from on in at about with without by
+beyond after past outside before since than as so yet too enough very much more most less
+little any some all at really truly quite currently still just only even way further any
+and or but if whether what which given later earlier good better best real firm solid
+confident definite definitive specific particular single educated informed other able unable
+go up out over into upon get make
+"""))
+_KNOWING = frozenset(re.findall(r"\S+", """
+know known knowledge aware awareness determine determinate conclude conclusive guess say tell
+answer identify specify predict speculate confirm verify recall remember estimate infer deduce
+decide disclose reveal comment certain sure clear obvious evident apparent ambiguous vague
+possible available applicable reliable sufficient idea clue information info data detail context
+evidence basis source record report cutoff cut off training date recent
+event events question unclear unknown mystery pass skip abstain decline refuse hard difficult
+doubt doubtful sorry lack early soon late now rely time moment present confidence
+"""))
+_NEGATING = ("un", "in", "im", "ir", "non")
+_ENDINGS = ("abilities", "ability", "ibility", "ations", "ation", "ably", "able", "ible", "edly",
+            "ness", "ment", "ive", "ful", "ing", "ed", "es", "ly", "ate", "ty", "s", "d", "n")
+
+
+def _is_knowing(word: str) -> bool:
+    """Whether a word is a word of knowing, by its stem: without a negating prefix, an ending,
+    or both ("unknowable", "undetermined", "unidentifiable", "insufficient")."""
+    bases = [word, *(word[len(p):] for p in _NEGATING if word.startswith(p))]
+    for base in bases:
+        if base in _KNOWING:
+            return True
+        for ending in _ENDINGS:
+            stem = base.removesuffix(ending)
+            if stem != base and len(stem) >= 3 and any(
+                    form in _KNOWING for form in (stem, stem + "e", stem[:-1] + "y")):
+                return True
+    return False
+
+
+def names_nothing(line: str) -> bool:
+    """Whether a line of a reply names nothing: punctuation alone, or a statement about
+    knowing, an adjective of (un)certainty, "pass" (see the rule above)."""
+    words = [w.removesuffix("'s") for w in
+             re.findall(r"[^\W_]+(?:'[^\W_]+)?", line.casefold().replace("’", "'"))]
+    return all(w in _FUNCTION_WORDS or _is_knowing(w) for w in words)
 # What opens a sentence rather than a name: a refusal, a hedge, a pronoun.
 _SENTENCE_START = re.compile(
     r"^(?:i|i'm|i'd|i've|i\s+am|as\s+an?|as\s+of|sorry|unfortunately|it|it's|this|these|that"
@@ -77,8 +135,9 @@ def _sentence(name: str) -> bool:
 
 
 def _names(items: Iterable[str], reply: str, what: str) -> list[str] | Unreadable:
-    """The items as names, "none"-like ones left out; a sentence among them makes the whole
-    reply unreadable (a refusal or a hedge is no guess)."""
+    """The items as names, "none"-like ones left out; a line that names nothing or a sentence
+    among them makes the whole reply unreadable (a refusal or a hedge is no guess, and a name
+    misread as one must not be dropped from the list as if never said)."""
     names = []
     for item in items:
         name = _name(str(item))
@@ -86,6 +145,8 @@ def _names(items: Iterable[str], reply: str, what: str) -> list[str] | Unreadabl
             continue
         if _sentence(name):
             return Unreadable(f"{what}: a sentence, not a name ({name[:60]!r})", reply)
+        if names_nothing(name):
+            return Unreadable(f"{what}: a line that names nothing ({name[:60]!r})", reply)
         names.append(name)
     return list(dict.fromkeys(names))
 
@@ -214,7 +275,8 @@ def read_open_book(reply: str) -> OpenBookReply | Unreadable:
     if "answer" not in values:
         return Unreadable("no 'Answer:' line", reply)
     answer = _name(values["answer"])
-    answer = "" if _NO_NAME.match(answer) or _NO_ANSWER.search(answer) else answer
+    answer = "" if _NO_NAME.match(answer) or _NO_ANSWER.search(answer) \
+        or names_nothing(answer) else answer
     if answer and _sentence(answer):
         return Unreadable(f"the answer is a sentence, not a name ({answer[:60]!r})", reply)
     missing = [label for name, label in (("other_fits", "Other things the description fits"),
@@ -253,30 +315,42 @@ _SECTION = re.compile(r"^[\s*#>_-]*(?:Q|Question)\s*(\d{1,3})\b[*_]*\s*[:.)–�
                       re.IGNORECASE)
 
 
-def sections(reply: str, count: int) -> dict[int, str | Unreadable]:
+def cut_short(reply: str) -> Unreadable:
+    """A reply that ended at its token limit (`finish_reason` "length"): what it was writing
+    when cut may have lost its end ("Atlantis; El Dor"), so it measured nothing."""
+    return Unreadable("cut by the token limit (finish_reason \"length\"): its last part may "
+                      "be incomplete", reply)
+
+
+def sections(reply: str, count: int, cut: bool = False) -> dict[int, str | Unreadable]:
     """The part of a pooled reply about each of the questions 1..count: the rest of its
     "Q3:" line and the lines up to the next question's (or a JSON object keyed "Q3"/"3", or a
     list of objects with an id). A question the reply says nothing about, or twice, is
-    unreadable."""
+    unreadable; with `cut` (the reply ended at its token limit) so is the question it was
+    answering when cut: the last one it reached, and every one after it."""
     text = unfenced(reply).strip()
     parts = _json_sections(text)
     if parts is None:
         parts = _line_sections(text)
+    reached = list(parts)[-1] if cut and parts else None  # the last part written
     read: dict[int, str | Unreadable] = {}
     for number in range(1, count + 1):
         said = parts.get(number, [])
         read[number] = said[0] if len(said) == 1 else Unreadable(
             f"no line for Q{number}" if not said else f"Q{number} answered twice", reply)
+        if number == reached:
+            read[number] = cut_short(reply)
     return read
 
 
 def _line_sections(text: str) -> dict[int, list[str]]:
+    """Each question's parts, in the order of their last header (the last written, last)."""
     parts: dict[int, list[str]] = {}
     number: int | None = None
     for line in text.splitlines():
         if header := _SECTION.match(line):
             number = int(header.group(1))
-            parts.setdefault(number, []).append(header.group(2))
+            parts[number] = [*parts.pop(number, []), header.group(2)]
         elif number is not None:
             parts[number][-1] += "\n" + line
     return {n: [s.strip() for s in said] for n, said in parts.items()}
@@ -294,5 +368,6 @@ def _json_sections(text: str) -> dict[int, list[str]] | None:
     for key, value in items:
         number = re.fullmatch(r"\s*(?:Q|Question)?\s*(\d{1,3})\s*", str(key), re.IGNORECASE)
         if number is not None:
-            parts.setdefault(int(number.group(1)), []).append(json.dumps(value))
+            key = int(number.group(1))
+            parts[key] = [*parts.pop(key, []), json.dumps(value)]
     return parts
