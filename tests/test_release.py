@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +25,8 @@ from cuqa_builder.validation.limits import Limits
 from tests.validation_samples import aab, abc, hard
 
 NAME = "cuqa-test-2023-04"
-SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "wiki-sample"
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "examples" / "wiki-sample"
 
 
 def reviewed_items() -> list[CuqaItem]:
@@ -193,24 +195,35 @@ def test_the_release_loads_with_datasets(
     assert by_card.num_rows == 3 and by_card[2]["difficulty"] == "hard"
 
 
-def test_the_card_s_snippet_loads_the_split_its_header_declares(
-    folder: Path, tmp_path: Path
-) -> None:
+def card_code(body: str) -> str:
+    """The card's Python block, as written."""
+    (code,) = re.findall(r"```python\n(.*?)```", body, flags=re.S)
+    return code
+
+
+@pytest.mark.parametrize("where", ["the release folder", "elsewhere"])
+def test_the_card_s_snippet_runs_as_written(folder: Path, tmp_path: Path, where: str) -> None:
     """Issue 32.10: the card's `load_dataset("json", data_files=...)` gave a `train` split
-    while its header declares `test`. The card's own lines run in the release folder."""
+    while its header declares `test`; issue 40: `load_dataset(".")` raises a ValueError. The
+    card's whole block runs as written in the release folder, and elsewhere with `folder` set
+    to the release's path, as the card says."""
     pytest.importorskip("datasets")
     header, body = card_parts(folder)
     assert "split: test" in header
-    snippet = [line for line in body.splitlines()
-               if line.startswith("import datasets") or "datasets.load_dataset(\"json\"" in line]
-    assert len(snippet) == 2, snippet
-    script = "\n".join([*snippet, "print(sorted(cuqa.info.splits), cuqa.split, cuqa.num_rows)"])
+    code = card_code(body)
+    cwd = folder
+    if where == "elsewhere":
+        assert 'folder = Path(".").resolve()' in code
+        code = code.replace('Path(".").resolve()', f"Path({str(folder)!r})")
+        cwd = tmp_path
+    script = code + "\nprint(sorted(cuqa.info.splits), cuqa.split, cuqa.num_rows, len(items))"
     environment = {**os.environ, "HF_HUB_OFFLINE": "1",
-                   "HF_DATASETS_CACHE": str(tmp_path / "hf"), "HF_HOME": str(tmp_path / "hf")}
-    done = subprocess.run([sys.executable, "-c", script], cwd=folder, env=environment,
+                   "HF_DATASETS_CACHE": str(tmp_path / "hf"), "HF_HOME": str(tmp_path / "hf"),
+                   "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", script], cwd=cwd, env=environment,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["['test']", "test", "3"]
+    assert done.stdout.split() == ["['test']", "test", "3", "3"]
 
 
 # --- an unreviewed, offline run; errors -----------------------------------------------------
