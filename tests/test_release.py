@@ -19,7 +19,7 @@ from cuqa_builder.dataset import DatasetError
 from cuqa_builder.jsonio import atomic_write_json, write_jsonl
 from cuqa_builder.records import CheckFailure, CuqaItem, Event, EventSource, Review, Validation
 from cuqa_builder.review_report import ReviewReport
-from cuqa_builder.run import Manifest, ValidationInfo, save_run_info
+from cuqa_builder.run import CheckCount, Manifest, ValidationInfo, save_run_info
 from cuqa_builder.snapshot import snapshot_sha256
 from cuqa_builder.validation.limits import Limits
 from tests.validation_samples import aab, abc, hard
@@ -179,7 +179,8 @@ def test_the_card_body_tells_what_how_and_under_which_licence(folder: Path) -> N
         "| accept rate | 75% |",
         "| agreement (multi-annotated tasks) | 0.88 over 4 |",
         "Reject reasons: not unknown (1).",
-        "CC BY-SA 4.0",
+        "CC BY-SA 4.0 (https://creativecommons.org/licenses/by-sa/4.0/). The event texts are "
+        "adapted from Wikipedia articles by Wikipedia contributors",
         "arXiv:2402.13514",
         "@software{cuqa_builder,",
     ):
@@ -321,6 +322,27 @@ def test_a_card_from_a_snapshot_links_no_revision_and_says_what_it_was_built_by(
     assert "--revisions" not in body  # its ids are no Wikipedia revisions to fetch
     assert "by cuqa-builder's connected recipe (`--prompts connected`), which departs from " \
            "Algorithm 1" in body
+    # the shipped snapshots are written in the project's words: not "adapted from Wikipedia"
+    assert "adapted from Wikipedia" not in body
+    assert "the snapshots shipped in cuqa-builder's `examples/` are written in the project's " \
+           "own words, not copied from Wikipedia" in body
+
+
+def test_the_check_table_says_what_per_event_and_max_share_require(
+    run: Path, tmp_path: Path
+) -> None:
+    """Issue 40: the selection's two checks were explained by their names only."""
+    save_run_info(run, validation=ValidationInfo(limits=Limits(), counts={
+        "per_event": CheckCount(passed=4, failed=2), "max_share": CheckCount(passed=3, failed=1)}))
+    assert release(run, tmp_path / "output", "--name", NAME) == 0
+    body = card_parts(tmp_path / "output" / NAME)[1]
+    rows = {row.split(" | ")[0]: row for row in body.splitlines() if row.startswith("| `")}
+    assert rows["| `per_event`"] == (
+        "| `per_event` | among the first --per-event (default 2) of its event's items that "
+        "passed, ranked best first, each of another bridge and property: the run keeps a few "
+        "items an event, not every variant of one | 4 | 2 |")
+    assert "its property (birthplace, capital...) is not over --max-share (default 40%)" \
+        in rows["| `max_share`"]
 
 
 def test_a_snapshot_run_s_manifest_names_no_wiki_and_no_fetch(tmp_path: Path) -> None:
