@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -86,3 +88,16 @@ def small_model(smollm2_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -
         env.setenv("CUQA_MODELS_DIR", str(folder))
         pull("smollm2-135m-instruct-q4_1", from_file=smollm2_wheel)
     return folder
+
+
+@contextlib.contextmanager
+def ctrl_c_reaches_children() -> Iterator[None]:
+    """Start here a child that a test interrupts (SIGINT). A shell that starts a job with `&` and
+    no job control (`nohup bash scripts/test.sh &`) makes it ignore SIGINT, and its children
+    inherit that: run so, a test's Ctrl-C was lost (the command ran to its end). A signal caught
+    here is reset to its default in a child, as for a terminal's foreground job."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

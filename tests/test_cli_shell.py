@@ -29,7 +29,7 @@ from cuqa_builder.stages.registry import STAGES, MissingInputError, producer_of,
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events
 from cuqa_builder.testing.openai_server import Reply, ScriptedLLM
 from cuqa_builder.window import Window
-from tests.conftest import artifacts_folder
+from tests.conftest import artifacts_folder, ctrl_c_reaches_children
 from tests.test_events_stage import many_days
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,18 +80,18 @@ def test_a_bad_flag_is_a_usage_error(prog: str, capsys: pytest.CaptureFixture[st
 
 # A flag of each command (and subcommand) shortened by its last letters, which argparse's
 # default would take as the flag (issue 32: `--cutof 2023-04` ran as `--cutoff`): the command
-# reporting it, and what it cannot read.
+# reporting it, with the flag it is nearest to (issue 40).
 ABBREVIATED = {
-    "cuqa-build": (build.main, ["--out", "run", "--cutof", "2023-04"], "--cutof 2023-04"),
-    "cuqa-build diff": (build.main, ["diff", "a", "b", "--verb"], "--verb"),
+    "cuqa-build": (build.main, ["--out", "run", "--cutof", "2023-04"], "--cutof", "--cutoff"),
+    "cuqa-build diff": (build.main, ["diff", "a", "b", "--verb"], "--verb", "--verbose"),
     "cuqa-eval run": (evaluate.main, ["run", "--data", "d.jsonl", "--method", "direct",
-                                      "--out", "o", "--estim"], "--estim"),
+                                      "--out", "o", "--estim"], "--estim", "--estimate"),
     "cuqa-eval index": (evaluate.main, ["index", "--out", "i", "--even", "e.jsonl"],
-                        "--even e.jsonl"),
+                        "--even", "--events"),
     "cuqa-annotate export": (annotate.main, ["export", "--run", "r", "--annot", "2"],
-                             "--annot 2"),
+                             "--annot", "--annotators"),
     "cuqa-models pull": (models.main, ["pull", "smollm2-135m-instruct-q4_1", "--forc"],
-                         "--forc"),
+                         "--forc", "--force"),
 }
 
 
@@ -101,15 +101,36 @@ def test_a_flag_is_taken_only_as_spelled_in_full(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    main, argv, unrecognized = ABBREVIATED[command]
+    main, argv, unrecognized, meant = ABBREVIATED[command]
     with pytest.raises(SystemExit) as exit_:
         main(argv)
     assert exit_.value.code == 2
     # a subcommand's unknown flag is reported by its command; `diff` has a parser of its own
     prog = command if command == "cuqa-build diff" else command.split()[0]
     err = capsys.readouterr().err
-    assert err.splitlines()[-1] == f"{prog}: error: unrecognized arguments: {unrecognized}"
+    assert err.splitlines()[-1] == (
+        f"{prog}: error: unrecognized argument: {unrecognized} (did you mean {meant}?)")
     assert not list(tmp_path.iterdir())  # nothing ran
+
+
+@pytest.mark.parametrize(("prog", "argv", "meant"), [
+    ("cuqa-build", ["--cutof", "2023-04"], "--cutoff"),
+    ("cuqa-eval", ["run", "--dat", "d.jsonl"], "--data"),
+    ("cuqa-eval", ["run", "--data", "d.jsonl", "--method", "direct", "--out", "o",
+                   "--no-such-flag"], None),
+])
+def test_a_misspelt_flag_is_named_before_a_missing_one(
+    prog: str, argv: list[str], meant: str | None, tmp_path: Path
+) -> None:
+    """Through the installed command, as a user meets it: the misspelt flag, with the nearest
+    one if any, not `--out is required` (which the misspelling may cause)."""
+    done = subprocess.run([*console_script(prog), *argv], capture_output=True, text=True,
+                          cwd=tmp_path, check=False)
+    assert done.returncode == 2
+    hint = f" (did you mean {meant}?)" if meant else ""
+    assert done.stderr.splitlines()[-1] == (
+        f"{prog}: error: unrecognized argument: {argv[-1 if meant is None else -2]}{hint}")
+    assert not list(tmp_path.iterdir())
 
 
 def _parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
@@ -276,16 +297,25 @@ def console_script(name: str) -> list[str]:
             f"sys.exit({function}())"]
 
 
-@contextlib.contextmanager
-def ctrl_c_reaches_children() -> Iterator[None]:
-    """A shell that starts a job with `&` and no job control makes it ignore SIGINT, and its
-    children inherit that: run so, this test's Ctrl-C used to be lost (exit 0, the run done).
-    A signal caught here is reset to its default in a child, as for a terminal's foreground job."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+def test_a_child_a_test_interrupts_takes_ctrl_c_when_this_process_ignores_it() -> None:
+    """As under `nohup bash scripts/test.sh &`, where the test process starts with SIGINT
+    ignored: the child started for a test's Ctrl-C still takes it (issue 40, item 2)."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        yield
+        with ctrl_c_reaches_children():
+            child = subprocess.Popen([sys.executable, "-c", "import sys, time\n"
+                                      "print(flush=True)\ntime.sleep(60)"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     finally:
         signal.signal(signal.SIGINT, previous)
+    try:
+        assert child.stdout is not None and child.stdout.readline()  # past its start-up
+        child.send_signal(signal.SIGINT)
+        # ended by it (an uncaught KeyboardInterrupt exits by the signal), not 60 s later
+        assert child.wait(timeout=30) == -signal.SIGINT
+    finally:
+        child.kill()
+        child.wait()
 
 
 STARTED: list[subprocess.Popen[str]] = []

@@ -103,6 +103,43 @@ def test_the_pool_line_of_a_resumed_run_counts_every_event_of_the_run(
     assert "9 left in 4 events" in summary
 
 
+def test_without_a_checker_while_composing_nothing_is_called_screened_or_failed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With no checker while composing (the embedded model, or --check-model none) the pool
+    keeps the best --per-event questions of each event unchecked: the others were not kept
+    because another ranked higher, which is neither screened nor failed (issue 40, item 6)."""
+    llm = _generated(tmp_path, PoolResponder(), "--check-model", "none")
+    llm.__exit__(None, None, None)
+    summary = capsys.readouterr().out
+    members = [m.outcome.split(" (")[0] for p in _pools(tmp_path) for m in p.members]
+    kept, not_kept = members.count("kept"), members.count("not kept")
+    assert kept and not_kept and kept + not_kept == len(members)
+    assert (f"{len(members)} questions composed ({len(members) / 4:.1f} per event; 0 known "
+            f"hops refused): {kept} kept unchecked (validate checks them), {not_kept} not kept "
+            "(another bridge or property ranked higher)\n") in summary
+    assert "screened" not in summary and "failed:" not in summary
+
+
+def test_the_yield_counts_the_failures_the_generate_line_counts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An event skipped (no entity with an article) is in generation-failures.jsonl but was
+    never tried: the yield line does not count it as failed in generation (issue 40, item 6:
+    the generate line said 22 failed, the yield line 24)."""
+    llm = _generated(tmp_path, PoolResponder())
+    try:
+        assert _build(tmp_path, llm, "validate") == 0
+    finally:
+        llm.__exit__(None, None, None)
+    summary = capsys.readouterr().out
+    failures = read_jsonl(tmp_path / "generation-failures.jsonl", GenerationFailure)
+    assert [f.step for f in failures] == ["Select"]
+    assert ", 0 failed\n" in summary.split("generate: ", 1)[1]
+    (all_line,) = [line for line in summary.splitlines() if line.startswith("  all ")]
+    assert "of    9 (0 failed in generation)" in all_line
+
+
 def _pools(run: Path) -> list[PoolRecord]:
     return read_jsonl(run / "pool.jsonl", PoolRecord)
 
@@ -148,7 +185,13 @@ def test_each_event_s_pool_is_described_and_asked_about_and_checked_across_event
         assert {"connected_describe_bridges", "connected_known_facts", "guess_answers_many",
                 "answer_with_event_many"} <= item.generator.prompts.keys()
     assert "pool (the whole run): 4 events, 10 of 10 named things described" in summary
+    assert ("10 questions composed (2.5 per event; 0 known hops refused): 10 screened by the "
+            "checker") in summary
     assert "9 left in 4 events; by property: birthplace 9" in summary
+    # events as events (5 = 1 + 0 + 4 + 0), candidates as candidates (issue 40, item 3)
+    assert ("generate: 5 events: 1 skipped (without an entity that had an article at the "
+            "cutoff), 0 already done, 4 gave 9 new candidates (AAB 0, ABC 9), 0 failed\n"
+            ) in summary
     # every event of the window is in one of the two files
     events = read_jsonl(tmp_path / "events.jsonl", Event)[:5]
     failures = read_jsonl(tmp_path / "generation-failures.jsonl", GenerationFailure)

@@ -245,7 +245,7 @@ def test_the_embedded_model_s_time_comes_from_its_speed_on_this_machine(
     assert evaluate(["--data", str(data), "--method", "direct", "--out", str(tmp_path / "e"),
                      "--llm", f"local:{model}", "--concurrency", "1", "--estimate"]) == 0
     text = capsys.readouterr().out
-    assert "its time from 5 timed calls (100 prompt and 2 output tokens/s a call)" in text
+    assert "its time from 5 timed calls (100 prompt and 2.5 output tokens/s a call)" in text
     _, tokens_in, tokens_out = _totals(text)
     shown = re.search(r"time: about (\d+) s live \(bound by concurrency 1\)", text)
     assert shown is not None
@@ -291,7 +291,8 @@ def test_on_a_finished_run_the_estimate_is_what_a_rerun_pays_nothing(
     [cached] = _cached_in(estimate)
     assert 0 < cached <= int(generate_hits[1]), estimate
     # the checks were asked while composing: validate reads them from the candidates
-    assert int(checker_hits[1]) == 0 and ": 0 calls, 0 min: nothing to ask" in estimate
+    assert int(checker_hits[1]) == 0 and "nothing to ask" not in estimate
+    assert estimate.count("model scripted") == 1  # one line for the model, not one a stage
     assert {f.step for f in failed} >= {"Pool"}  # events whose pool gave no candidate
     assert f"the {len(failed)} items that failed last time, every call answered, are made " \
         "again from the cache and fail alike" in estimate
@@ -330,3 +331,24 @@ def test_a_finished_evaluation_s_estimate_reads_the_cache(
         capsys.readouterr()
         assert evaluate([*args, "--estimate"]) == 0
         assert _cached_in(capsys.readouterr().out) == [calls] == [4]
+
+
+def test_the_quick_start_s_estimate_names_its_model_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The embedded model composes from structure (no call) and then checks: one table for
+    it, not a line "0 calls, 0 min: nothing to ask" beside it, and no "0 output tokens/s" for
+    a model slower than one token a second (issue 40, item 6)."""
+    monkeypatch.setenv("CUQA_MODELS_DIR", str(tmp_path / "models"))
+    model = "smollm2-135m-instruct-q4_1"
+    measured = SpeedSums()
+    for prompt, output in ((300, 10), (70, 3), (900, 40), (250, 120), (600, 8)):
+        measured.add(prompt, output, 0.01 * prompt + 1.6 * output)
+    record_speed(model, measured)
+    assert build(["--cutoff", "2023-04", "--until", "2023-12-31", "--source", str(SAMPLE),
+                  "--out", str(tmp_path / "run"), "--llm", f"local:{model}",
+                  "--estimate"]) == 0
+    text = capsys.readouterr().out
+    assert text.count(f"model {model}") == 1 and "nothing to ask" not in text
+    assert "(100 prompt and 0.62 output tokens/s a call)" in text
+    assert "note: generate: " in text  # the composing stage's notes stay, under the one table

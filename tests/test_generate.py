@@ -330,7 +330,7 @@ def test_events_without_entities_or_outside_the_window_are_skipped(
         assert generate(tmp_path, llm) == 0
         assert llm.calls == 4
     assert [c.event.id for c in candidates(tmp_path)] == [events[0].id]
-    assert "1 without entities, 1 outside the window skipped" in capsys.readouterr().out
+    assert "2 skipped (1 without entities, 1 outside the window)" in capsys.readouterr().out
 
 
 def _abc_event_named(entity: Entity) -> Event:

@@ -121,7 +121,8 @@ def test_a_partial_failure_names_the_most_common_reason(
         assert main(["--out", str(tmp_path), *WINDOW, "--stage", "generate", "-q",
                      "--base-url", llm.base_url, "--model", "m", "--max-retries", "0"]) == 0
     out = capsys.readouterr().out
-    assert "0 already done, 1 failed" in out
+    assert "generate: 3 events: 0 already done, 2 gave 2 new candidates (AAB 2, ABC 0), 1 failed" \
+        in out
     assert "  most common failure: UnknownQuestionGen: " in out and "(1 of 1 failures)" in out
 
 

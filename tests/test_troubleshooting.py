@@ -44,6 +44,7 @@ from cuqa_builder.testing.mediawiki_server import MediaWikiServer
 from cuqa_builder.testing.openai_server import Reply, Responder, ScriptedLLM, last_user_message
 from cuqa_builder.testing.pool_llm import PoolResponder
 from cuqa_builder.testing.search_servers import SearchStandIn
+from tests.conftest import ctrl_c_reaches_children
 from tests.test_annotate_offline import GOOD_REWRITE, OTHER_REWRITE, accept, two_accepts
 from tests.test_faults import Refusing, drop_root_overrides, read_only
 from tests.test_grounding import LOOPING
@@ -285,11 +286,12 @@ def bad_prices(tmp: Path) -> Ran:
 def interrupted(tmp: Path) -> Ran:
     run = paper_events(tmp, 20)
     with scripted(AlgorithmResponder(delay_s=0.5)) as llm:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "cuqa_builder.cli.build", "--out", str(run), "--cutoff",
-             "2023-04", "--prompts", "paper", "--stage", "generate", "-q", "--concurrency", "1",
-             *model_flags(llm)],
-            env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        with ctrl_c_reaches_children():
+            process = subprocess.Popen(
+                [sys.executable, "-m", "cuqa_builder.cli.build", "--out", str(run), "--cutoff",
+                 "2023-04", "--prompts", "paper", "--stage", "generate", "-q", "--concurrency",
+                 "1", *model_flags(llm)],
+                env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 120
         while llm.calls < 1 and process.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -777,8 +779,8 @@ ROWS: dict[str, Row] = {
         lambda tmp: cuqa_build("--out", tmp / "run", "--cutoff", "2023-04", "--concurrency",
                                "0")),
     "abbreviated-flag": Row(
-        "cuqa-build: error: unrecognized arguments: --cutof 2023-04", 2,
-        lambda tmp: cuqa_build("--out", tmp / "run", "--cutof", "2023-04")),
+        "cuqa-build: error: unrecognized argument: --cutof (did you mean --cutoff?)", 2,
+        lambda tmp: cuqa_build("--cutof", "2023-04")),
     "unknown-sources": Row(
         "cuqa-build: error: argument --sources: unknown page kinds in 'year,blogs'", 2,
         lambda tmp: cuqa_build("--out", tmp / "run", "--cutoff", "2023-04", "--sources",

@@ -13,11 +13,12 @@ Every CLI (`cuqa-build`, `cuqa-eval`, `cuqa-annotate`, `cuqa-models`) runs its w
 from __future__ import annotations
 
 import argparse
+import difflib
 import gc
 import logging
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from cuqa_builder.cli import say_interrupted
@@ -41,6 +42,36 @@ class CommandParser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        # A misspelt flag is named first, with the nearest one: argparse would first complain
+        # of a required flag (`--out is required` for `--cutof 2023-04`), then of "unrecognized
+        # arguments" with no hint (its own hint, `suggest_on_error`, needs Python 3.14).
+        given = list(sys.argv[1:] if args is None else args)
+        known = _option_strings(self)
+        for word in given:
+            if word == "--":
+                break
+            flag = word.split("=", 1)[0]
+            if flag.startswith("--") and len(flag) > 2 and flag not in known:
+                near = difflib.get_close_matches(flag, sorted(known), n=1, cutoff=0.6)
+                self.error(f"unrecognized argument: {flag}"
+                           + (f" (did you mean {near[0]}?)" if near else ""))
+        return super().parse_known_args(given, namespace)
+
+
+def _option_strings(parser: argparse.ArgumentParser) -> set[str]:
+    """The flags of `parser` and of its subcommands: a flag after a subcommand's name is the
+    subcommand's, which checks it against its own when it parses."""
+    known: set[str] = set()
+    for action in parser._actions:  # argparse keeps no public list of its actions
+        known.update(action.option_strings)
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                known |= _option_strings(sub)
+    return known
 
 
 def add_verbosity_flags(parser: argparse.ArgumentParser) -> None:

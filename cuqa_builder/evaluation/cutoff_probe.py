@@ -185,7 +185,7 @@ async def _ask_all(
     bar = tqdm(total=len(events), desc="cutoff probe", unit="event", disable=not progress)
     failures: list[str] = []
 
-    async def one(event: Event) -> ProbeQuestion | None:
+    async def ask(event: Event) -> ProbeQuestion | None:
         try:
             if event.id in reused:
                 question, answers = reused[event.id]
@@ -203,8 +203,11 @@ async def _ask_all(
         except LLMError as exc:  # one question lost, not the probe
             failures.append(f"{event.id}: {exc}")
             return None
-        finally:
-            bar.update()
+
+    async def one(event: Event) -> ProbeQuestion | None:
+        asked = await ask(event)
+        bar.update()  # not for a question cancelled by Ctrl-C: the bar shows what was done
+        return asked
 
     with bar:
         found = await asyncio.gather(*(one(event) for event in events))

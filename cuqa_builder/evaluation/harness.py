@@ -95,9 +95,9 @@ async def evaluate(evaluation: Evaluation, items: Sequence[EvalItem], out: Path)
             except (LLMError, RetrievalError) as exc:
                 failed += 1
                 log.warning("%s: gave up on this item: %s", item.id, exc)
-                return
-            finally:
                 bar.update()  # a lost item is done with too: the bar ends at 100 %
+                return
+            bar.update()  # not for an item cancelled by Ctrl-C: the bar shows what was done
         appender.append(prediction)  # the event loop is single-threaded: no interleaving
         done[item.id] = prediction
 

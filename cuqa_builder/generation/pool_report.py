@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from cuqa_builder.records import PoolRecord
 
 SURVIVED, KEPT, NOT_SCREENED = "survived", "kept", "not screened"
+NOT_KEPT = "not kept"  # no checker while composing: another bridge or property ranked higher
+_NOT_CHECKED = (KEPT, NOT_KEPT, NOT_SCREENED)
 # A reason's words up to what it quotes or explains ("the description names the bridge 'X'").
 _FIRST_WORD = re.compile(r"^([^:('\"]*)")
 
@@ -64,9 +66,15 @@ class PoolTally:
     def lines(self) -> list[str]:
         if not self.events:
             return []
-        screened = self.members - self.outcomes[NOT_SCREENED]
+        screened = self.members - sum(self.outcomes[why] for why in _NOT_CHECKED)
         failed = "; ".join(f"{n} {why}" for why, n in self.outcomes.most_common()
-                           if why not in (SURVIVED, KEPT, NOT_SCREENED))
+                           if why not in (SURVIVED, *_NOT_CHECKED))
+        ranked = [f"{n} {what}" for n, what in (
+            (screened, "screened by the checker" + (f" (failed: {failed})" if failed else "")),
+            (self.outcomes[KEPT], "kept unchecked (validate checks them)"),
+            (self.outcomes[NOT_KEPT], "not kept (another bridge or property ranked higher)"),
+            (self.outcomes[NOT_SCREENED], "ranked below --pool-size"),
+        ) if n]
         aside = "; ".join(f"{n} {why}" for why, n in self.set_aside.most_common())
         alive = sum(self.survivors.values())
         mix = ", ".join(f"{p} {n}" for p, n in self.survivors.most_common())
@@ -75,8 +83,8 @@ class PoolTally:
             f"named things "
             f"described" + (f" ({aside})" if aside else ""),
             f"    {self.members} questions composed ({self.members / self.events:.1f} per "
-            f"event; {self.hops_refused} known hops refused), {screened} screened"
-            + (f"; failed: {failed}" if failed else ""),
+            f"event; {self.hops_refused} known hops refused)"
+            + (f": {', '.join(ranked)}" if ranked else ""),
             f"    {alive} left in {self.events_with_survivors} events"
             + (f"; by property: {mix}" if mix else ""),
         ]

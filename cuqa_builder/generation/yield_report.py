@@ -15,12 +15,20 @@ from textwrap import shorten
 
 from cuqa_builder.records import Candidate, GenerationFailure, PromptCall
 
+# The step of an event not tried (skipped: no entity, none with an article): not a failure.
+SKIPPED = "Select"
 NO_BRANCH = "none"  # an event that failed before its branch was drawn (no usable bridge)
-_REASON_CHARS = 120  # of the most common refusal, quoted
 # What a reason quotes of its own case: a name, a model's output, a number.
 # A quote opens after no letter ("the event's first sentence" holds an apostrophe, not one).
-_PARTICULARS = re.compile(r"(?<!\w)'(?:[^'\\]|\\.)*'(?!\w)|(?<!\w)\"(?:[^\"\\]|\\.)*\""
-                          r"|\d+(?:[.,]\d+)*")
+_QUOTE = re.compile(r"(?<!\w)'(?:[^'\\]|\\.)*'(?!\w)|(?<!\w)\"(?:[^\"\\]|\\.)*\"")
+_PARTICULARS = re.compile(_QUOTE.pattern + r"|\d+(?:[.,]\d+)*")
+
+
+def short(reason: str, quoted: int = 80) -> str:
+    """A reason on one line, what it quotes (a model's output, a long name) cut to `quoted`
+    characters: its own words are kept whole, so a summary never ends it mid-phrase."""
+    return _QUOTE.sub(lambda quote: shorten(quote[0], quoted, placeholder="…"),
+                      " ".join(reason.split()))
 
 
 @dataclass
@@ -116,6 +124,8 @@ def branch_yields(
         entry.passed += bool(item.validation and item.validation.passed)
         entry.add_calls(item_calls(item))
     for failure in failures:
+        if failure.step == SKIPPED:
+            continue
         entry = yields["hard" if failure.sub_items else (failure.branch or NO_BRANCH)]
         entry.failed_generation += 1
         entry.add_calls(failure.calls)
@@ -150,7 +160,7 @@ def stage_line(candidates: Iterable[Candidate], failures: Iterable[GenerationFai
     if refused:
         reason, count, varied = total.refusals.top()
         others = "; the same reason for other names" if varied else ""
-        why = (f", most commonly {shorten(reason, _REASON_CHARS, placeholder='…')} "
+        why = (f", most commonly {short(reason)} "
                f"({count}{others})")
     return (f"  the stage as a whole: {total.items} candidates ({made or 'none'}), "
             f"{total.failed_generation} failed; {total.calls} calls, {total.tokens} tokens; "

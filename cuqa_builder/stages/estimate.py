@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from cuqa_builder.generation.recipes import RECIPES
 from cuqa_builder.grounding.articles import article_snapshot
 from cuqa_builder.jsonio import count_records
-from cuqa_builder.llm.estimate import CallPlan, describe
+from cuqa_builder.llm.estimate import CallPlan, describe, one_per_model
 from cuqa_builder.llm.prices import PriceTable
 from cuqa_builder.llm.settings import LOCAL_SLOTS_MAX, resolve_settings
 from cuqa_builder.records import Event
@@ -83,5 +83,5 @@ def estimate_build(ctx: RunContext, stages: Sequence[Stage]) -> str:
     prices = PriceTable.load(settings.prices_path)
     concurrency = (min(settings.concurrency, LOCAL_SLOTS_MAX) if settings.uses_local_model
                    else settings.concurrency)
-    lines += [describe(plan, settings, prices, concurrency) for plan in plans]
+    lines += [describe(plan, settings, prices, concurrency) for plan in one_per_model(plans)]
     return "\n".join(lines)

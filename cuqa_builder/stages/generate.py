@@ -38,7 +38,7 @@ from cuqa_builder.generation.hard import choose_pairs, merge_pair
 from cuqa_builder.generation.pool_report import PoolTally
 from cuqa_builder.generation.recipes import RECIPES
 from cuqa_builder.generation.seeding import candidate_id
-from cuqa_builder.generation.yield_report import item_calls, stage_line
+from cuqa_builder.generation.yield_report import SKIPPED, item_calls, short, stage_line
 from cuqa_builder.grounding.articles import ArticleStore, open_article_store
 from cuqa_builder.grounding.keys import entity_key
 from cuqa_builder.jsonio import (
@@ -81,7 +81,7 @@ from cuqa_builder.run import (
     save_run_info,
 )
 from cuqa_builder.stages.endpoints import open_checker
-from cuqa_builder.stages.generate_tally import Tally, short, summary_of
+from cuqa_builder.stages.generate_tally import Tally, summary_of
 from cuqa_builder.verification.checker import ItemChecker
 
 # Events in flight per allowed concurrent call: an event waits on one call at a time for most
@@ -220,7 +220,7 @@ class _Writer:
         for event_id, why in self.tally.skipped[self._skipped_written:]:
             self.failures.append(GenerationFailure(
                 candidate_id=candidate_id(self.seed, event_id), event_id=event_id,
-                step="Select", reason=why))
+                step=SKIPPED, reason=why))
         self._skipped_written = len(self.tally.skipped)
 
     def done(self, made: Made | Candidate) -> None:

@@ -23,6 +23,7 @@ class Tally:
     no_entities: int = 0
     outside_window: int = 0
     already_done: int = 0
+    events_made: int = 0  # events that gave at least one new candidate
     aab: int = 0
     abc: int = 0
     fallbacks: int = 0
@@ -75,6 +76,7 @@ class Tally:
                 "--seed takes another way" + "".join(f"; {note}" for note in notes))
 
     def count_made(self, made: Made) -> None:
+        self.events_made += any(item.difficulty == "easy" for item in made.items)
         for item in made.items:
             self.count(item)
 
@@ -98,16 +100,21 @@ def summary_of(
     ctx: RunContext, tally: Tally, model: str, stats: GatewayStats, wall: float,
     plan: CallPlan | None,
 ) -> str:
-    skipped = [f"{n} {why}" for n, why in (
+    reasons = [(n, why) for n, why in (
         (tally.no_entities, "without entities"), (tally.outside_window, "outside the window"),
         (tally.no_article, "without an entity that had an article at the cutoff"),
     ) if n]
+    skipped = (f"{reasons[0][0]} skipped ({reasons[0][1]}), " if len(reasons) == 1 else
+               f"{sum(n for n, _ in reasons)} skipped ("
+               f"{', '.join(f'{n} {why}' for n, why in reasons)}), " if reasons else "")
+    # Events as events (each skipped, done before, made anew or failed), then what the events
+    # made anew gave, in candidates.
     lines = [
-        f"generate: {tally.selected} events"
-        + (f" ({', '.join(skipped)} skipped)" if skipped else "")
-        + f"; {tally.aab + tally.abc} new candidates (AAB {tally.aab}, ABC {tally.abc}"
+        f"generate: {tally.selected} events: {skipped}{tally.already_done} already done, "
+        f"{tally.events_made} gave {tally.aab + tally.abc} new candidates "
+        f"(AAB {tally.aab}, ABC {tally.abc}"
         + (f"; {tally.fallbacks} took the other branch" if tally.fallbacks else "")
-        + f"), {tally.already_done} already done, {tally.failed} failed"
+        + f"), {tally.failed} failed"
         + (f"; {tally.stale} of them stale (their event was reworded), made again"
            if tally.stale else ""),
     ]
@@ -120,15 +127,16 @@ def summary_of(
     lines.append(f"  repair (--attempts {ctx.options.generate.attempts}): {tally.refused} outputs "
                  f"refused by their step check; {tally.repaired} items written after a retry")
     if tally.articles:
-        lines.append(f"  articles at the cutoff: {tally.articles}")
+        lines.append(f"  articles at the cutoff (this command's lookups): {tally.articles}")
     lines += tally.pools.lines()
     lines += [f"  {line}" for line in (tally.pool_records, *tally.notes) if line]
     renamed = tally.set_aside.pop(RENAMED, 0)
     if tally.set_aside:
         reasons = "; ".join(f"{n} {why}" for why, n in tally.set_aside.most_common())
-        lines.append(f"  entities set aside as bridges: {reasons}")
+        lines.append(f"  entities set aside as bridges (this command's events): {reasons}")
     if renamed:
-        lines.append(f"  {renamed} bridges named by their article's title: {RENAMED}")
+        lines.append(f"  {renamed} bridges named by their article's title (this command's events): "
+                     f"{RENAMED}")
     lines.append(
         f"  LLM {model}: {stats.calls} calls, {stats.cache_hits} cache hits, "
         f"{stats.prompt_tokens} tokens in, {stats.completion_tokens} out, ${stats.cost:.4f}"
@@ -138,8 +146,3 @@ def summary_of(
     if plan is not None:
         lines.append(compare(plan, stats))
     return "\n".join(lines)
-
-
-def short(reason: str, limit: int = 160) -> str:
-    reason = " ".join(reason.split())
-    return reason if len(reason) <= limit else reason[: limit - 1] + "…"

@@ -74,6 +74,7 @@ from cuqa_builder.validation.probes import (
     NOT_UNKNOWN,
     PROBE_ERROR,
 )
+from cuqa_builder.validation.selection import MAX_SHARE, PER_EVENT
 from cuqa_builder.verification.checker import (
     ANSWERED_WITH_EVENT,
     CALL_NAMES,
@@ -175,6 +176,12 @@ def _model_check_summaries(guesses: int | None) -> dict[str, str]:
         f"{CRITIC_PREFIX}both_hops_needed": "the critic model finds both hops needed",
         f"{CRITIC_PREFIX}known_answer_supported": "the critic model finds the known answer "
                                                   "supported",
+        PER_EVENT: "among the first --per-event (default 2) of its event's items that passed, "
+                   "ranked best first, each of another bridge and property: the run keeps a "
+                   "few items an event, not every variant of one",
+        MAX_SHARE: "its property (birthplace, capital...) is not over --max-share (default "
+                   "40%) of the items, or it ranks above the items of that property that were "
+                   "dropped (one item of each property is always kept)",
         CHECKER_ERROR: "candidates the checker could not be asked about (nothing measured: "
                        "each failed)",
         PROBE_ERROR: "candidates the probe model could not be asked about (each failed)",

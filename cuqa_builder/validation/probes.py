@@ -193,11 +193,11 @@ async def ask_each(
 
     async def one(candidate: Candidate) -> T | LLMError:
         try:
-            return await ask(candidate)
+            answer: T | LLMError = await ask(candidate)
         except LLMError as exc:
-            return exc
-        finally:
-            bar.update()
+            answer = exc
+        bar.update()  # not for a call cancelled by Ctrl-C: the bar shows what was done
+        return answer
 
     try:
         return await asyncio.gather(*(one(candidate) for candidate in candidates))
