@@ -41,7 +41,8 @@ from cuqa_builder.snapshot import (
     read_page,
     write_page,
 )
-from cuqa_builder.wiki.client import MediaWikiClient, RevisionAt, WikiError
+from cuqa_builder.wiki.api import WikiError
+from cuqa_builder.wiki.client import MediaWikiClient, RevisionAt
 from cuqa_builder.wiki.wikitext import article_title, revision_url
 
 log = logging.getLogger(__name__)
