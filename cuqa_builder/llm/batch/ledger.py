@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from cuqa_builder.llm.batch.wire import OutputLine, line_failure
+from cuqa_builder.llm.batch.wire import InputWriter, OutputLine, line_failure
 from cuqa_builder.llm.cache import CallCache, CallRow, FailedLine, Submission, SubmittedRequest
 from cuqa_builder.llm.types import BatchCallFailed, ChatRequest, ChatResult, GatewayStats
 
@@ -40,11 +40,6 @@ class Waiting:
         return SubmittedRequest(key=self.key, request=self.canonical,
                                 template=self.request.template,
                                 template_hash=self.request.template_hash)
-
-
-def count_written(stats: GatewayStats, submissions: list[Submission]) -> None:
-    stats.batches += len(submissions)
-    stats.batch_requests += sum(s.requests for s in submissions)
 
 
 class Ledger:
@@ -141,3 +136,19 @@ class Ledger:
             item.future.set_exception(BatchCallFailed(error, model=self._model))
             item.future.exception()
         return error
+
+
+class Sender:
+    """What the two ways of sending one model's rounds share (the Batch API's, round files')."""
+
+    def __init__(self, *, model: str, cache: CallCache, stats: GatewayStats, writer: InputWriter,
+                 ledger: Ledger) -> None:
+        self._model = model
+        self._cache = cache
+        self._stats = stats
+        self._writer = writer
+        self._ledger = ledger
+
+    def _count_written(self, submissions: list[Submission]) -> None:
+        self._stats.batches += len(submissions)
+        self._stats.batch_requests += sum(s.requests for s in submissions)

@@ -11,36 +11,31 @@ import weakref
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from cuqa_builder.errors import Paused
 from cuqa_builder.jsonio import atomic_write_text
-from cuqa_builder.llm.batch.ledger import Ledger, Waiting, count_written
+from cuqa_builder.llm.batch.ledger import Sender, Waiting
 from cuqa_builder.llm.batch.wire import (
-    InputWriter,
     OutputFile,
     RoundFileError,
     decoded,
     read_output,
 )
-from cuqa_builder.llm.cache import CallCache, Submission, SubmittedRequest
-from cuqa_builder.llm.types import ChatRequest, GatewayStats
+from cuqa_builder.llm.cache import Submission, SubmittedRequest
+from cuqa_builder.llm.types import ChatRequest
 
 _ROUND_FILE = re.compile(r"^round-(\d+)\.(?:input|output)\.jsonl$")
 
 
-class FileRounds:
+class FileRounds(Sender):
     """Writes one model's rounds as files in a directory and reads the engine's answers."""
 
     kind = "files"
 
-    def __init__(self, *, directory: Path, model: str, cache: CallCache, stats: GatewayStats,
-                 writer: InputWriter, ledger: Ledger, accept_partial: bool) -> None:
+    def __init__(self, *, directory: Path, accept_partial: bool, **shared: Any) -> None:
+        super().__init__(**shared)
         self._directory = directory
-        self._model = model
-        self._cache = cache
-        self._stats = stats
-        self._writer = writer
-        self._ledger = ledger
         self._accept_partial = accept_partial  # read an output file that answers only some
 
     async def before_round(self) -> None:
@@ -65,7 +60,7 @@ class FileRounds:
                                     input=str(part.path), requests=len(part.keys))
             self._cache.open_batch(submission, [by_key[k].submitted for k in part.keys])
             submissions.append(submission)
-        count_written(self._stats, submissions)
+        self._count_written(submissions)
         return submissions
 
     async def settle(self, submissions: list[Submission], waiting: dict[str, Waiting]) -> None:

@@ -76,16 +76,14 @@ class Rounds:
                               max_retries=max_retries, ask_again=self._ask_again)
         writer = InputWriter(model=model, url=url, body_of=body_of, max_requests=max_requests,
                              max_bytes=max_bytes)
+        shared = {"model": model, "cache": cache, "stats": stats, "writer": writer,
+                  "ledger": self._ledger}
         self._to: ApiRounds | FileRounds
         if service is not None:
-            self._to = ApiRounds(service=service, model=model, cache=cache, stats=stats,
-                                 writer=writer, ledger=self._ledger, poll_s=poll_s,
-                                 progress=progress)
+            self._to = ApiRounds(service=service, poll_s=poll_s, progress=progress, **shared)
         else:
             assert directory is not None
-            self._to = FileRounds(directory=directory, model=model, cache=cache, stats=stats,
-                                  writer=writer, ledger=self._ledger,
-                                  accept_partial=accept_partial)
+            self._to = FileRounds(directory=directory, accept_partial=accept_partial, **shared)
         self.kind = self._to.kind
         _SETTLED_HERE[(self.kind, model)] += 1
 

@@ -8,15 +8,14 @@ import asyncio
 import logging
 import tempfile
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 from tqdm import tqdm
 
-from cuqa_builder.llm.batch.ledger import Ledger, Waiting, count_written
-from cuqa_builder.llm.batch.wire import InputWriter, OutputLine, decoded, read_output
-from cuqa_builder.llm.cache import CallCache, Submission
-from cuqa_builder.llm.types import GatewayStats
+from cuqa_builder.llm.batch.ledger import Sender, Waiting
+from cuqa_builder.llm.batch.wire import OutputLine, decoded, read_output
+from cuqa_builder.llm.cache import Submission
 
 log = logging.getLogger(__name__)
 
@@ -56,20 +55,15 @@ class BatchService(Protocol):
     async def download(self, file_id: str) -> bytes: ...
 
 
-class ApiRounds:
+class ApiRounds(Sender):
     """Submits one model's rounds as Batch API batches and reads their answers."""
 
     kind = "api"
 
-    def __init__(self, *, service: BatchService, model: str, cache: CallCache,
-                 stats: GatewayStats, writer: InputWriter, ledger: Ledger, poll_s: float,
-                 progress: bool) -> None:
+    def __init__(self, *, service: BatchService, poll_s: float, progress: bool,
+                 **shared: Any) -> None:
+        super().__init__(**shared)
         self._service = service
-        self._model = model
-        self._cache = cache
-        self._stats = stats
-        self._writer = writer
-        self._ledger = ledger
         self._poll_s = poll_s
         self._progress = progress
 
@@ -100,7 +94,7 @@ class ApiRounds:
                 self._cache.open_batch(uploaded, [by_key[k].submitted for k in part.keys])
                 state = await self._service.create(file_id)
                 submissions.append(self._cache.batch_created(file_id, state.id))
-        count_written(self._stats, submissions)
+        self._count_written(submissions)
         return submissions
 
     async def settle(self, submissions: list[Submission], waiting: dict[str, Waiting]) -> None:
