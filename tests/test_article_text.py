@@ -15,8 +15,10 @@ from cuqa_builder.grounding.infobox import Relation
 from cuqa_builder.records import Entity, Link, Page, PageMeta
 from cuqa_builder.snapshot import page_path, read_page, sha256_text, write_page
 from cuqa_builder.testing.mediawiki_server import MediaWikiServer
-from cuqa_builder.wiki.client import MediaWikiClient, WikiError
-from cuqa_builder.wiki.wikitext import parse_wikitext, render
+from cuqa_builder.wiki.api import WikiError
+from cuqa_builder.wiki.client import MediaWikiClient
+from cuqa_builder.wiki.render import render
+from cuqa_builder.wiki.wikitext import parse_wikitext
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "articles"
 COUNTRY_LEAD = [

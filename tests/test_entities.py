@@ -7,14 +7,9 @@ from datetime import date
 
 import pytest
 
+from cuqa_builder.event_entities import LINK_LABEL, NerSpan, merge_with_links
 from cuqa_builder.generation.bridges import COMMON_NOUN, DEMONYM, OFFICE, usable
-from cuqa_builder.ner import (
-    LINK_LABEL,
-    EntityExtractor,
-    NerSpan,
-    SpacyModelError,
-    merge_with_links,
-)
+from cuqa_builder.ner import EntityExtractor, SpacyModelError
 from cuqa_builder.records import Entity, Event, EventSource, Link
 
 

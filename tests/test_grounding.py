@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from cuqa_builder.grounding.article_text import article_text, split_sentences
-from cuqa_builder.grounding.articles import ArticleStore, cutoff_moment
+from cuqa_builder.grounding.articles import ArticleStore
 from cuqa_builder.grounding.evidence import grounding_lines
+from cuqa_builder.grounding.lookups import cutoff_moment
 from cuqa_builder.grounding.verdicts import BRIDGE, KNOWN_HOP, Grounder, spacy_analyser
 from cuqa_builder.records import Candidate, Entity, Page, PageMeta
 from cuqa_builder.snapshot import read_page, sha256_text, write_page

@@ -10,8 +10,8 @@ import pytest
 
 from cuqa_builder.cli.build import main
 from cuqa_builder.grounding.article_text import article_text
-from cuqa_builder.grounding.articles import ArticleLookup
 from cuqa_builder.grounding.evidence import grounding_lines
+from cuqa_builder.grounding.lookups import ArticleLookup
 from cuqa_builder.jsonio import read_jsonl
 from cuqa_builder.records import Candidate, CuqaItem, GenerationFailure, Page
 from cuqa_builder.snapshot import articles_dir, iter_snapshot

@@ -10,7 +10,8 @@ import pytest
 from cuqa_builder.records import Link, Page, PageMeta, event_id
 from cuqa_builder.snapshot import page_filename, read_page
 from cuqa_builder.wiki.portal import parse_portal, portal_day
-from cuqa_builder.wiki.wikitext import ParseError, iter_lines, parse_wikitext, render
+from cuqa_builder.wiki.render import render
+from cuqa_builder.wiki.wikitext import ParseError, iter_lines, parse_wikitext
 
 FIXTURES = Path(__file__).parent / "fixtures" / "wiki"
 

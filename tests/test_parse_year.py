@@ -9,7 +9,8 @@ import pytest
 
 from cuqa_builder.records import Link, Page, PageMeta, event_id
 from cuqa_builder.snapshot import read_page
-from cuqa_builder.wiki.wikitext import ParseError, iter_lines, parse_wikitext, render
+from cuqa_builder.wiki.render import render
+from cuqa_builder.wiki.wikitext import ParseError, iter_lines, parse_wikitext
 from cuqa_builder.wiki.year_article import Dates, parse_year_article, split_date_prefix
 
 FIXTURES = Path(__file__).parent / "fixtures" / "wiki"

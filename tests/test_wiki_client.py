@@ -9,14 +9,14 @@ import pytest
 
 from cuqa_builder import __version__
 from cuqa_builder.testing.mediawiki_server import Fault, MediaWikiServer
-from cuqa_builder.wiki.client import (
+from cuqa_builder.wiki.api import (
     PROJECT_URL,
-    MediaWikiClient,
     WikiError,
     WikiUnreachable,
     parse_retry_after,
     user_agent,
 )
+from cuqa_builder.wiki.client import MediaWikiClient
 
 PORTAL = "Portal:Current events/2023 May {}"
 

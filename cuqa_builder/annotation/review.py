@@ -21,25 +21,20 @@ never applied to a text nobody judged.
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from statistics import mean
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
-from cuqa_builder.annotation.config import (
-    ACCEPT,
-    CORRECTION,
-    REASONS,
-    REJECT,
-    REWRITE,
-    UNSURE,
-    VERDICT,
-    LabelingConfig,
-    ResultError,
+from cuqa_builder.annotation.config import LabelingConfig
+from cuqa_builder.annotation.decisions import (
+    Decision,
+    decide,
+    latest_per_annotator,
+    reviewed_item,
+    squash,
 )
+from cuqa_builder.annotation.export import ExportTask, Vote, parse_export, read_vote
+from cuqa_builder.annotation.tallies import review_report
 from cuqa_builder.annotation.tasks import (
     DEFAULT_ANNOTATORS,
     candidate_id_of,
@@ -47,52 +42,10 @@ from cuqa_builder.annotation.tasks import (
     required_annotators,
     shown_hash_of,
 )
-from cuqa_builder.errors import CuqaError
-from cuqa_builder.records import Candidate, CheckFailure, CuqaItem, Review
-from cuqa_builder.review_report import (
-    AnnotatorStats,
-    Disagreement,
-    DisputedEdit,
-    EditedField,
-    Problem,
-    ReviewReport,
-    SentBack,
-    Status,
-)
-from cuqa_builder.text import normalize_answer
+from cuqa_builder.records import Candidate, CheckFailure, CuqaItem
+from cuqa_builder.review_report import Problem, ReviewReport, SentBack
 from cuqa_builder.validation.checks import check_edit
 from cuqa_builder.validation.limits import Limits
-
-UNDECIDED = "undecided"  # a submitted annotation without a verdict
-JUDGEMENTS = (ACCEPT, REJECT)
-MOST_DISAGREED = 10  # items the report lists for the lead to re-check
-# What the accepting annotators may edit: the field of the item, and the vote's attribute.
-EDITS: tuple[tuple[EditedField, str], ...] = (("question", "rewrite"), ("answer", "correction"))
-
-
-class ExportError(CuqaError, ValueError):
-    pass
-
-
-class _Lenient(BaseModel):
-    # Label Studio exports carry many more keys than these; they are not ours to check.
-    model_config = ConfigDict(extra="ignore")
-
-
-class ExportAnnotation(_Lenient):
-    id: int | None = None
-    completed_by: int | dict[str, Any] | None = None
-    result: list[Any] = Field(default_factory=list)
-    was_cancelled: bool = False
-    lead_time: float | None = None
-    updated_at: str | None = None
-
-
-class ExportTask(_Lenient):
-    id: int | None = None
-    data: dict[str, Any] = Field(default_factory=dict)
-    meta: dict[str, Any] | None = None
-    annotations: list[ExportAnnotation] = Field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -104,54 +57,10 @@ class ReviewRules:
     limits: Limits = field(default_factory=Limits)  # of the checks an edit must pass
 
 
-@dataclass(frozen=True)
-class Vote:
-    """One annotator's counted annotation of one candidate."""
-
-    annotator: str
-    verdict: str  # accept, reject, unsure or undecided
-    reasons: tuple[str, ...]
-    rewrite: str
-    correction: str
-    lead_time: float | None
-    order: tuple[str, int]  # (updated_at, annotation id): later wins
-
-
-@dataclass(frozen=True)
-class Decision:
-    status: Status
-    votes: tuple[Vote, ...]  # every counted annotation, unsure and undecided included
-    agreement: float | None  # over the judgements
-    short: bool = False  # fewer judgements than the task asks for
-    disputes: tuple[tuple[EditedField, dict[str, str]], ...] = ()  # field, annotator -> text
-
-    @property
-    def judgements(self) -> tuple[Vote, ...]:
-        return tuple(v for v in self.votes if v.verdict in JUDGEMENTS)
-
-
 @dataclass
 class ReviewOutcome:
     items: list[CuqaItem]
     report: ReviewReport
-
-
-def parse_export(export: Any) -> tuple[list[ExportTask], list[Problem]]:
-    """Typed tasks from an export; a task that is not even task-shaped is reported, not fatal."""
-    if not isinstance(export, list):
-        raise ExportError("a Label Studio JSON export is a list of tasks")
-    if export and not any(isinstance(t, dict) and "data" in t for t in export):
-        raise ExportError("no task in this file has `data`: export as JSON, not JSON_MIN or CSV")
-    tasks, problems = [], []
-    for number, raw in enumerate(export, start=1):
-        try:
-            tasks.append(ExportTask.model_validate(raw))
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(map(str, first["loc"]))
-            message = f"export entry {number} skipped: {where}: {first['msg']}"
-            problems.append(Problem(message=message))
-    return tasks, problems
 
 
 def review_export(
@@ -185,7 +94,7 @@ def review_export(
         for cid, votes in votes_by_candidate.items()
     }
     items, sent_back = _release(known, decisions, rules.limits)
-    report = _report(decisions, items, annotations, unknown, problems, sent_back)
+    report = review_report(decisions, items, annotations, unknown, problems, sent_back)
     # A task that shows the text (pushed again) decides the candidate: the others are moot.
     sent_back_unshown = {kind: [c for c in ids if c not in votes_by_candidate]
                          for kind, ids in unshown.items()}
@@ -258,264 +167,6 @@ def _own_edits(vote: Vote, candidate: Candidate) -> Vote:
     unchanged = {"rewrite": candidate.question, "correction": candidate.answer}
     return replace(vote, **{
         attribute: "" for attribute, original in unchanged.items()
-        if _squash(getattr(vote, attribute)) == _squash(original)
+        if squash(getattr(vote, attribute)) == squash(original)
     })
 
-
-def read_vote(
-    annotation: ExportAnnotation, config: LabelingConfig
-) -> tuple[Vote | None, list[str]]:
-    """The trusted parts of one annotation, and a message for each part that was not trusted.
-
-    No verdict at all is an undecided vote; a verdict that cannot be trusted is no vote.
-    """
-    values, problems = _trusted_values(annotation.result, config)
-    verdict = values.get(VERDICT)
-    if verdict is None:
-        if any(isinstance(i, dict) and i.get("from_name") == VERDICT for i in annotation.result):
-            problems.append("no valid verdict; the annotation does not count")
-            return None, problems
-        verdict = (UNDECIDED,)
-    judged = verdict[0]
-    vote = Vote(
-        annotator=annotator_name(annotation.completed_by),
-        verdict=judged,
-        reasons=values.get(REASONS, ()) if judged == REJECT else (),
-        rewrite=values.get(REWRITE, "") if judged == ACCEPT else "",
-        correction=values.get(CORRECTION, "") if judged == ACCEPT else "",
-        lead_time=annotation.lead_time,
-        order=(annotation.updated_at or "", annotation.id or 0),
-    )
-    return vote, problems
-
-
-def _trusted_values(result: list[Any], config: LabelingConfig) -> tuple[dict[str, Any], list[str]]:
-    values: dict[str, Any] = {}
-    repeated: set[str] = set()
-    problems = []
-    for item in result:
-        try:
-            name, value = config.read_result(item)
-        except ResultError as exc:
-            problems.append(f"{exc}; ignored")
-            continue
-        if name in values:
-            repeated.add(name)
-        values[name] = value
-    for name in sorted(repeated):  # two answers for one control: trust neither
-        problems.append(f"{name}: given more than once; ignored")
-        del values[name]
-    return values, problems
-
-
-def annotator_name(completed_by: int | dict[str, Any] | None) -> str:
-    """A pseudonymous id: released data names no annotator's e-mail."""
-    user = completed_by.get("id") if isinstance(completed_by, dict) else completed_by
-    return f"annotator-{user}" if user is not None else "annotator-unknown"
-
-
-def latest_per_annotator(votes: Sequence[Vote]) -> list[Vote]:
-    """An annotator who judged a candidate twice (two tasks, a redo) counts once: the latest."""
-    latest: dict[str, Vote] = {}
-    for vote in sorted(votes, key=lambda v: v.order):
-        latest[vote.annotator] = vote
-    return sorted(latest.values(), key=lambda v: v.order)
-
-
-def decide(votes: Sequence[Vote], required: int = 1, allow_fewer: bool = False) -> Decision:
-    """Majority of the judgements; fewer than `required` is "incomplete" unless allowed."""
-    counts = Counter(v.verdict for v in votes)
-    accepts, rejects = counts[ACCEPT], counts[REJECT]
-    judged = accepts + rejects
-    if not judged:
-        return Decision(status="pending", votes=tuple(votes), agreement=None)
-    accepting = [v for v in votes if v.verdict == ACCEPT]
-    # An accept with another text than the leading edit does not agree with it.
-    agreement = max(accepts - len(edit_dissenters(accepting)), rejects) / judged
-    status: Status = "accepted" if accepts > rejects else "rejected" if rejects > accepts else "tie"
-    disputes = edit_disputes(accepting)
-    if status == "accepted" and disputes:
-        status = "disputed"
-    short = judged < required
-    if short and not allow_fewer:
-        status = "incomplete"
-    return Decision(status=status, votes=tuple(votes), agreement=agreement, short=short,
-                    disputes=disputes)
-
-
-def _proposals(accepting: Sequence[Vote], attribute: str) -> dict[str, str]:
-    """Annotator -> the edit they proposed for one box (an empty box proposes none)."""
-    return {v.annotator: _squash(getattr(v, attribute)) for v in accepting
-            if getattr(v, attribute)}
-
-
-def edit_dissenters(accepting: Sequence[Vote]) -> set[str]:
-    """Accepting annotators who proposed a text other than the leading edit of a box."""
-    dissenters = set()
-    for _, attribute in EDITS:
-        proposals = _proposals(accepting, attribute)
-        leading = leading_edit(list(proposals.values()))
-        dissenters |= {who for who, text in proposals.items() if text != leading}
-    return dissenters
-
-
-def edit_disputes(accepting: Sequence[Vote]) -> tuple[tuple[EditedField, dict[str, str]], ...]:
-    """The boxes given different texts, none of them by more than half the accepting
-    annotators."""
-    disputes = []
-    for name, attribute in EDITS:
-        proposals = _proposals(accepting, attribute)
-        counts = Counter(proposals.values())
-        if len(counts) > 1 and max(counts.values()) * 2 <= len(accepting):
-            disputes.append((name, proposals))
-    return tuple(disputes)
-
-
-def reviewed_item(candidate: Candidate, decision: Decision) -> CuqaItem:
-    """The released item: accepted, with the accepting annotators' rewrite and correction."""
-    item = candidate.to_item()
-    judgements = decision.judgements
-    accepting = [v for v in judgements if v.verdict == ACCEPT]
-    question = chosen_edit(item.question, [v.rewrite for v in accepting])
-    answer = chosen_edit(item.answer, [v.correction for v in accepting])
-    extra: dict[str, Any] = {}
-    updates: dict[str, Any] = {"question": question}
-    if question != item.question:
-        extra["original_question"] = item.question
-    if answer != item.answer:
-        extra["original_answer"] = item.answer
-        updates |= _corrected_answer(item, answer)
-    updates["review"] = Review(
-        status="accepted",
-        annotators=[v.annotator for v in judgements],
-        agreement=decision.agreement,
-        rewritten=question != item.question,
-        answer_corrected=answer != item.answer,
-        votes={ACCEPT: len(accepting), REJECT: len(judgements) - len(accepting)},
-        unsure=sum(v.verdict == UNSURE for v in decision.votes),
-        reasons=dict(Counter(r for v in judgements for r in v.reasons)),
-        seconds=_mean(v.lead_time for v in judgements),
-        **extra,
-    )
-    return item.model_copy(update=updates)
-
-
-def chosen_edit(original: str, proposals: Sequence[str]) -> str:
-    """The edit most accepting annotators proposed (the latest on a tie), else the original.
-
-    An empty text area, or one that repeats the original, proposes no edit.
-    """
-    edits = [p for p in proposals if p and _squash(p) != _squash(original)]
-    return leading_edit(edits) or original
-
-
-def leading_edit(edits: Sequence[str]) -> str | None:
-    """The most proposed of some edits (the latest on a tie); None when there is none."""
-    counts = Counter(_squash(e) for e in edits)
-    if not counts:
-        return None
-    best = max(counts.values())
-    return next(_squash(e) for e in reversed(edits) if counts[_squash(e)] == best)
-
-
-def _corrected_answer(item: CuqaItem, answer: str) -> dict[str, Any]:
-    # The old aliases named the wrong answer; sub-questions that gave it now give the correction.
-    old = normalize_answer(item.answer)
-    sub_questions = [
-        s.model_copy(update={"answer": answer}) if normalize_answer(s.answer) == old else s
-        for s in item.sub_questions
-    ]
-    return {"answer": answer, "answer_aliases": [], "sub_questions": sub_questions}
-
-
-def _squash(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _mean(values: Iterable[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return round(mean(present), 3) if present else None
-
-
-def per_annotator(votes: Iterable[Vote]) -> dict[str, AnnotatorStats]:
-    by_annotator: dict[str, list[Vote]] = {}
-    for vote in votes:
-        by_annotator.setdefault(vote.annotator, []).append(vote)
-    stats = {}
-    for name in sorted(by_annotator):
-        mine = by_annotator[name]
-        counts = Counter(v.verdict for v in mine)
-        judged = counts[ACCEPT] + counts[REJECT]
-        stats[name] = AnnotatorStats(
-            judgements=judged, accepted=counts[ACCEPT], rejected=counts[REJECT],
-            unsure=counts[UNSURE], undecided=counts[UNDECIDED],
-            accept_rate=round(counts[ACCEPT] / judged, 4) if judged else None,
-            seconds_per_task=_mean(v.lead_time for v in mine),
-        )
-    return stats
-
-
-def most_disagreed(
-    decisions: dict[str, Decision], limit: int = MOST_DISAGREED
-) -> list[Disagreement]:
-    """Candidates whose judgements split, the least agreed (then the most judged) first."""
-    split = [(cid, d) for cid, d in decisions.items()
-             if d.agreement is not None and d.agreement < 1]
-    split.sort(key=lambda pair: (pair[1].agreement, -len(pair[1].judgements), pair[0]))
-    return [
-        Disagreement(
-            candidate=cid, status=d.status, agreement=round(d.agreement or 0.0, 4),
-            accept=sum(v.verdict == ACCEPT for v in d.votes),
-            reject=sum(v.verdict == REJECT for v in d.votes),
-            unsure=sum(v.verdict == UNSURE for v in d.votes),
-        )
-        for cid, d in split[:limit]
-    ]
-
-
-def _report(
-    decisions: dict[str, Decision],
-    items: list[CuqaItem],
-    annotations: list[ExportAnnotation],
-    unknown: list[str],
-    problems: list[Problem],
-    sent_back: list[SentBack],
-) -> ReviewReport:
-    statuses = Counter(d.status for d in decisions.values())
-    counted = [v for d in decisions.values() for v in d.votes]
-    judgements = [v for v in counted if v.verdict in JUDGEMENTS]
-    verdicts = Counter(v.verdict for v in counted)
-    decided = statuses["accepted"] + statuses["rejected"] + statuses["tie"] + len(sent_back)
-    multi = [d.agreement for d in decisions.values() if len(d.judgements) >= 2]
-    return ReviewReport(
-        tasks=len(decisions),
-        reviewed=len(decisions) - statuses["pending"],
-        pending=statuses["pending"],
-        accepted=statuses["accepted"],
-        rejected=statuses["rejected"],
-        ties=statuses["tie"],
-        incomplete=statuses["incomplete"],
-        accept_rate=round(statuses["accepted"] / decided, 4) if decided else None,
-        rewritten=sum(i.review.rewritten for i in items),
-        answers_corrected=sum(bool(getattr(i.review, "answer_corrected", False)) for i in items),
-        reject_reasons=dict(Counter(r for v in judgements for r in v.reasons).most_common()),
-        annotations=len(annotations),
-        cancelled=sum(a.was_cancelled for a in annotations),
-        unsure=verdicts[UNSURE],
-        undecided=verdicts[UNDECIDED],
-        votes=len(judgements),
-        annotators=len({v.annotator for v in counted}),
-        multi_annotated=len(multi),
-        mean_agreement=_mean(multi),
-        seconds_per_task=_mean(v.lead_time for v in counted),
-        per_annotator=per_annotator(counted),
-        most_disagreed=most_disagreed(decisions),
-        sent_back=sent_back,
-        disputed=[DisputedEdit(candidate=cid, field=name, proposals=proposals)
-                  for cid, d in decisions.items() for name, proposals in d.disputes],
-        needs_more_reviews=[cid for cid, d in decisions.items() if d.status == "incomplete"],
-        decided_with_fewer=[cid for cid, d in decisions.items()
-                            if d.status != "incomplete" and d.short],
-        unknown_candidates=unknown,
-        problems=problems,
-    )

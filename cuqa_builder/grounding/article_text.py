@@ -34,8 +34,9 @@ from cuqa_builder.grounding.infobox import (
 from cuqa_builder.records import Link, Page
 from cuqa_builder.text import contains_answer
 from cuqa_builder.wiki.html import UnreadableHtml, read_html
+from cuqa_builder.wiki.render import render
 from cuqa_builder.wiki.rendered import Section, drop_asides, tidy_separators
-from cuqa_builder.wiki.wikitext import PARENTHETICAL, iter_lines, parse_wikitext, render
+from cuqa_builder.wiki.wikitext import PARENTHETICAL, iter_lines, parse_wikitext
 
 log = logging.getLogger(__name__)
 

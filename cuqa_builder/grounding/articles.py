@@ -17,88 +17,46 @@ the article is read from its wikitext, and the store counts it by reason for the
 from __future__ import annotations
 
 import logging
-import re
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import Literal
 
-from pydantic import Field
 from tqdm import tqdm
 
 from cuqa_builder.grounding.article_text import ArticleText, article_text
-from cuqa_builder.grounding.keys import SEARCH_PREFIX, entity_key
+from cuqa_builder.grounding.keys import entity_key
+from cuqa_builder.grounding.lookups import (
+    ArticleLookup,
+    LookupCounts,
+    by_lookup_key,
+    cutoff_moment,
+    found_lookup,
+    lookup_kind,
+    redirect_loop,
+    through_redirects,
+)
+from cuqa_builder.grounding.snapshot_articles import SnapshotArticles
 from cuqa_builder.jsonio import JsonlAppender, read_jsonl
-from cuqa_builder.records import Entity, Evidence, Page, Record
+from cuqa_builder.records import Entity, Evidence, Page
 from cuqa_builder.run import ARTICLES, RunContext, built_from_snapshot
 from cuqa_builder.snapshot import (
     SnapshotError,
     articles_dir,
-    iter_snapshot,
     page_path,
     read_page,
     write_page,
 )
-from cuqa_builder.wiki.client import MediaWikiClient, RevisionAt, WikiError
-from cuqa_builder.wiki.wikitext import article_title, revision_url
+from cuqa_builder.wiki.api import WikiError
+from cuqa_builder.wiki.client import MediaWikiClient
+from cuqa_builder.wiki.wikitext import revision_url
 
 log = logging.getLogger(__name__)
 
-# A page whose text is only "#REDIRECT [[Target]]" (any case, a colon allowed) is no article.
-_REDIRECT = re.compile(r"\s*#redirect\s*:?\s*\[\[([^\]|#]+)", re.IGNORECASE)
-_MAX_REDIRECTS = 5  # titles in a chain of redirects before it counts as going round
-
-LookupKind = Literal["wiki_title", "search"]
-LookupStatus = Literal["found", "missing", "created_later", "not_evidence", "unresolved"]
-ABSENT_STATUSES: dict[LookupStatus, str] = {
-    "missing": "no such article",
-    "created_later": "article created after the cutoff",
-    "not_evidence": "snapshot article newer than the cutoff",
-    "unresolved": "no title found",
-}
 # Why an article was read from its wikitext, in the summary's words (the warnings name them).
 DAMAGED_RENDERING = ("the rendering stored beside the wikitext (NAME.html) is missing, changed "
                      "or not UTF-8")
 UNSOUND_RENDERING = "MediaWiki's rendering could not be read soundly"
-
-
-class ArticleLookup(Record):
-    """One entity's article as of the cutoff (a line of `articles.jsonl`)."""
-
-    key: str = Field(description="the entity's wiki title, or `search:` + its text")
-    by: LookupKind
-    status: LookupStatus
-    reason: str = Field(description="for a person: what was found, or why there is no article")
-    title: str | None = None
-    revid: int | None = None
-    timestamp: str | None = None
-    redirect: str | None = None
-    searched_for: str | None = None
-
-    @property
-    def found(self) -> bool:
-        return self.status == "found"
-
-
-def cutoff_moment(cutoff: date) -> str:
-    """The end of the cutoff day, as the API's `rvstart` takes it."""
-    return f"{cutoff.isoformat()}T23:59:59Z"
-
-
-@dataclass
-class LookupCounts:
-    looked_up: Counter[str] = field(default_factory=Counter)  # status -> new lookups
-    reused: int = 0
-    failed: int = 0
-    requests: int = 0
-
-    def line(self) -> str:
-        new = ", ".join(f"{n} {status}" for status, n in sorted(self.looked_up.items()))
-        return (f"{sum(self.looked_up.values())} looked up ({new or 'none'}), {self.reused} "
-                f"already known, {self.failed} failed (run again to retry); "
-                f"{self.requests} API requests")
 
 
 ClientFactory = Callable[[], MediaWikiClient]
@@ -119,7 +77,7 @@ class ArticleStore:
         self._client_factory = client
         self._client: MediaWikiClient | None = None
         self.lookups = {lookup.key: lookup for lookup in read_jsonl(index, ArticleLookup)}
-        self._snapshot: dict[str, Page] | None = None
+        self._snapshot = SnapshotArticles(self.folder, cutoff)
         self._pages: dict[str, Page] = {}  # title -> article read (each file read once)
         self.from_wikitext: dict[str, str] = {}  # title -> why its rendering was not read
 
@@ -185,7 +143,7 @@ class ArticleStore:
         counts = LookupCounts()
         appender = JsonlAppender(self.index)
         try:
-            for key, entity in _distinct(entities).items():
+            for key, entity in by_lookup_key(entities).items():
                 if key in self.lookups and self._still_true(self.lookups[key], entity):
                     counts.reused += 1
                 else:
@@ -205,7 +163,7 @@ class ArticleStore:
         articles fetches one again whose stored rendering is damaged); a finding of no article
         from the wiki; offline, while the snapshot still holds no article for it."""
         if not lookup.found:
-            return self.source is None or not self._from_snapshot(lookup.key, entity).found
+            return self.source is None or not self._snapshot.look_up(lookup.key, entity).found
         page = self.page(lookup)
         if page is not None and page.html_unread and self.source is None:
             log.warning("article %s: %s: fetching it again", page.meta.title, page.html_unread)
@@ -215,7 +173,7 @@ class ArticleStore:
     def ensure_shown(self, entities: Iterable[Entity], what: str, quiet: bool) -> LookupCounts:
         """`ensure` under a progress bar (unless `quiet`) of the distinct entities, which it
         counts: a bar of every mention stopped short ("articles: 88% 23/26")."""
-        distinct = list(_distinct(entities).values())
+        distinct = list(by_lookup_key(entities).values())
         with tqdm(total=len(distinct), desc=what, unit="entity",
                   disable=quiet or not distinct) as bar:
             return self.ensure(distinct, progress=bar.update)
@@ -224,7 +182,8 @@ class ArticleStore:
         self, key: str, entity: Entity, counts: LookupCounts, appender: JsonlAppender
     ) -> None:
         try:
-            lookup = self._from_snapshot(key, entity) if self.source else self._fetch(key, entity)
+            lookup = (self._snapshot.look_up(key, entity) if self.source
+                      else self._fetch(key, entity))
         except WikiError as exc:
             log.warning("article of %s: %s", entity.text, exc)
             counts.failed += 1
@@ -235,7 +194,7 @@ class ArticleStore:
 
     def _fetch(self, key: str, entity: Entity) -> ArticleLookup:
         client = self._wiki()
-        by = _lookup_kind(key)
+        by = lookup_kind(key)
         title: str | None = key
         if by == "search":
             title = client.search_title(entity.text)
@@ -244,11 +203,11 @@ class ArticleStore:
                                      reason=f"a search for {entity.text!r} found no article")
         assert title is not None
         searched = entity.text if by == "search" else None
-        found, loop = _through_redirects(
+        found, loop = through_redirects(
             title, client.revision_at(title, self.moment),
             lambda target: client.revision_at(target, self.moment))
         if loop:
-            return _redirect_loop(key, by, title, loop, searched)
+            return redirect_loop(key, by, title, loop, searched)
         if found.page is None:
             exists = "does not exist" not in (found.absent or "")
             return ArticleLookup(
@@ -259,7 +218,7 @@ class ArticleStore:
         page = found.page.model_copy(update={"html": self._rendering(client, found.page)})
         write_page(self.folder, page)
         self._pages[page.meta.title] = page
-        return _found(key, by, page, searched)
+        return found_lookup(key, by, page, searched)
 
     def _rendering(self, client: MediaWikiClient, page: Page) -> str | None:
         """MediaWiki's rendering of the page's revision (what the wikitext reader only
@@ -276,114 +235,12 @@ class ArticleStore:
             self.from_wikitext[page.meta.title] = why
             return None
 
-    def _from_snapshot(self, key: str, entity: Entity) -> ArticleLookup:
-        """Offline: the snapshot's article by title or redirect; by name for a search."""
-        pages = self._snapshot_pages()
-        by = _lookup_kind(key)
-        wanted = entity.text if by == "search" else key
-        searched = entity.text if by == "search" else None
-
-        def look(title: str) -> RevisionAt:
-            return RevisionAt(title, page=pages.get(title.casefold()))
-
-        found, loop = _through_redirects(wanted, look(wanted), look)
-        if loop:
-            return _redirect_loop(key, by, wanted, loop, searched)
-        page = found.page
-        if page is None:
-            return ArticleLookup(
-                key=key, by=by, status="missing" if by == "wiki_title" else "unresolved",
-                title=wanted if by == "wiki_title" else None, searched_for=searched,
-                reason=f"{wanted!r}: no article in the snapshot's {self.folder} (none at the "
-                "cutoff, or not collected)",
-            )
-        if page.meta.timestamp > self.moment:
-            return ArticleLookup(
-                key=key, by=by, status="not_evidence", title=page.meta.title,
-                revid=page.meta.revid, timestamp=page.meta.timestamp, searched_for=searched,
-                reason=f"the snapshot's {page.meta.title!r} is revision {page.meta.revid} of "
-                f"{page.meta.timestamp}, after the cutoff {self.cutoff}: not evidence",
-            )
-        return _found(key, by, page, searched)
-
-    def _snapshot_pages(self) -> dict[str, Page]:
-        """The snapshot's articles by title and by the redirect they came through (casefolded)."""
-        if self._snapshot is None:
-            self._snapshot = {}
-            if self.folder.is_dir():
-                for page in iter_snapshot(self.folder):
-                    if isinstance(page, SnapshotError):
-                        log.warning("snapshot article skipped: %s", page)
-                        continue
-                    for name in (page.meta.title, page.meta.redirect):
-                        if name:
-                            self._snapshot.setdefault(name.casefold(), page)
-        return self._snapshot
-
     def _wiki(self) -> MediaWikiClient:
         if self._client is None:
             if self._client_factory is None:
                 raise WikiError("no MediaWiki client to look articles up with")
             self._client = self._client_factory()
         return self._client
-
-
-def _through_redirects(
-    asked: str, found: RevisionAt, look: Callable[[str], RevisionAt]
-) -> tuple[RevisionAt, list[str]]:
-    """`found`, or when its text is only a redirect (the API follows one; a page can still be a
-    redirect to another, or back), the page it leads to. Returns the page (its `redirect` the
-    title asked for) and, when the redirects go round in a loop or on for too long, the titles
-    they went through (then there is no article)."""
-    chain = [asked]
-    while found.page is not None and (target := _redirect_target(found.page.wikitext)):
-        if found.page.meta.title.casefold() != chain[-1].casefold():
-            chain.append(found.page.meta.title)
-        chain.append(target)
-        if target.casefold() in {t.casefold() for t in chain[:-1]} \
-                or len(chain) > _MAX_REDIRECTS:
-            return found, chain
-        found = look(target)
-    if len(chain) > 1 and found.page is not None:  # went on from a redirect's page
-        redirected = found.page.meta.model_copy(update={"redirect": asked})
-        found = RevisionAt(asked, page=found.page.model_copy(update={"meta": redirected}))
-    return found, []
-
-
-def _redirect_target(wikitext: str) -> str | None:
-    match = _REDIRECT.match(wikitext)
-    return article_title(match[1]) if match else None
-
-
-def _redirect_loop(key: str, by: LookupKind, title: str, chain: list[str],
-                   searched: str | None) -> ArticleLookup:
-    return ArticleLookup(
-        key=key, by=by, status="missing", title=title, searched_for=searched,
-        reason=f"{title!r}: no article, its redirects go round ({' -> '.join(chain)})",
-    )
-
-
-def _distinct(entities: Iterable[Entity]) -> dict[str, Entity]:
-    """Each entity's lookup key -> its first mention: an article is looked up once."""
-    keys: dict[str, Entity] = {}
-    for entity in entities:
-        keys.setdefault(entity_key(entity), entity)
-    return keys
-
-
-def _lookup_kind(key: str) -> LookupKind:
-    return "search" if key.startswith(SEARCH_PREFIX) else "wiki_title"
-
-
-def _found(key: str, by: LookupKind, page: Page,
-           searched: str | None) -> ArticleLookup:
-    meta = page.meta
-    via = f" (redirect from {meta.redirect!r})" if meta.redirect else ""
-    return ArticleLookup(
-        key=key, by=by, status="found", title=meta.title, revid=meta.revid,
-        timestamp=meta.timestamp, redirect=meta.redirect, searched_for=searched,
-        reason=f"{meta.title!r} revision {meta.revid} of {meta.timestamp}{via}",
-    )
 
 
 def _index_url(api: str) -> str:
@@ -414,4 +271,3 @@ def article_snapshot(ctx: RunContext) -> Path | None:
     built_from = built_from_snapshot(ctx.out)
     if built_from is not None:
         log.info("articles: from %s, the snapshot the run was built from", built_from)
-    return built_from

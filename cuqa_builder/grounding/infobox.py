@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cuqa_builder.records import Link
+from cuqa_builder.wiki.render import render
 from cuqa_builder.wiki.rendered import Rendered, tidy_separators
-from cuqa_builder.wiki.wikitext import article_title, render, template_name
+from cuqa_builder.wiki.wikitext import article_title, template_name
 
 if TYPE_CHECKING:  # named only in type hints
     from mwparserfromhell.nodes import Template

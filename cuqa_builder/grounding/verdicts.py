@@ -20,7 +20,8 @@ from datetime import date
 from functools import cached_property
 
 from cuqa_builder.grounding.article_text import ArticleText
-from cuqa_builder.grounding.articles import ArticleLookup, ArticleStore
+from cuqa_builder.grounding.articles import ArticleStore
+from cuqa_builder.grounding.lookups import ArticleLookup
 from cuqa_builder.records import Candidate, Entity, Evidence, GroundingVerdict, answer_aliases
 from cuqa_builder.text import contains_answer, normalize_answer
 

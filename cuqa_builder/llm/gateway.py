@@ -34,7 +34,9 @@ from typing import Any
 
 import openai
 
-from cuqa_builder.llm.batch import CHAT_URL, COMPLETIONS_URL, BatchState, Rounds
+from cuqa_builder.llm.batch.rounds import Rounds
+from cuqa_builder.llm.batch.service import BatchState
+from cuqa_builder.llm.batch.wire import CHAT_URL, COMPLETIONS_URL
 from cuqa_builder.llm.cache import (
     CallCache,
     CallRow,

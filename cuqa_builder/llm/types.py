@@ -117,7 +117,7 @@ class GatewayStats(BaseModel):
     completion_tokens: int = 0
     cost: float = 0.0
     wall_s: float = 0.0
-    # Batch mode (llm/batch.py): rounds flushed, batch files submitted and the requests written
+    # Batch mode (llm/batch/): rounds flushed, batch files submitted and the requests written
     # in them, lines that failed in them and how many of those were asked again in the next round.
     rounds: int = 0
     batches: int = 0

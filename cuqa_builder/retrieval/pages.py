@@ -17,7 +17,8 @@ from pathlib import Path
 from cuqa_builder.records import Page
 from cuqa_builder.retrieval.types import Passage
 from cuqa_builder.snapshot import SnapshotError, iter_snapshot, page_kind
-from cuqa_builder.wiki.wikitext import is_heading, iter_lines, parse_wikitext, plain_text
+from cuqa_builder.wiki.render import plain_text
+from cuqa_builder.wiki.wikitext import is_heading, iter_lines, parse_wikitext
 
 PASSAGE_WORDS = 100  # the usual size of Wikipedia passages for retrieval (DPR)
 

@@ -28,7 +28,7 @@ from pydantic import BaseModel
 from cuqa_builder import __version__
 from cuqa_builder.retrieval.search_cache import SearchCache, search_key
 from cuqa_builder.retrieval.types import Passage, RetrievalError
-from cuqa_builder.wiki.client import parse_retry_after
+from cuqa_builder.wiki.api import parse_retry_after
 
 SERPER_URL = "https://google.serper.dev"
 SERPER_KEY_ENV = "SERPER_API_KEY"

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from cuqa_builder.retrieval.types import Passage, RetrievalError
-from cuqa_builder.wiki.client import MediaWikiClient, WikiError
+from cuqa_builder.wiki.api import WikiError
+from cuqa_builder.wiki.client import MediaWikiClient
 
 
 class WikiSearchRetriever:

@@ -31,7 +31,8 @@ from cuqa_builder.snapshot import (
     write_meta,
     write_page,
 )
-from cuqa_builder.wiki.client import BatchResult, MediaWikiClient, WikiUnreachable
+from cuqa_builder.wiki.api import WikiUnreachable
+from cuqa_builder.wiki.client import BatchResult, MediaWikiClient
 from cuqa_builder.wiki.portal import portal_day
 from cuqa_builder.wiki.titles import window_titles
 from cuqa_builder.wiki.wikitext import ParseError

@@ -50,7 +50,7 @@ from cuqa_builder.jsonio import (
     read_jsonl,
     write_jsonl,
 )
-from cuqa_builder.llm.batch import describe_batches, files_read
+from cuqa_builder.llm.batch.summary import describe_batches, files_read
 from cuqa_builder.llm.estimate import CallPlan, calibration, reads_a_cache
 from cuqa_builder.llm.gateway import Gateway, open_gateway
 from cuqa_builder.llm.settings import LLMSettings, resolve_settings

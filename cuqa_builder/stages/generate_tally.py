@@ -9,7 +9,7 @@ from cuqa_builder.generation.algorithm import Made
 from cuqa_builder.generation.bridges import RENAMED
 from cuqa_builder.generation.pool_report import PoolTally
 from cuqa_builder.generation.yield_report import Reasons, item_calls
-from cuqa_builder.llm.batch import describe_batches
+from cuqa_builder.llm.batch.summary import describe_batches
 from cuqa_builder.llm.estimate import CallPlan, compare
 from cuqa_builder.llm.types import GatewayStats
 from cuqa_builder.records import Candidate

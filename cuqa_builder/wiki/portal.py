@@ -24,12 +24,12 @@ from mwparserfromhell.nodes import Comment, Heading, Node, Tag, Template
 from mwparserfromhell.wikicode import Wikicode
 
 from cuqa_builder.records import Event, Page
+from cuqa_builder.wiki.render import NamedRefs, plain_text, render
+from cuqa_builder.wiki.rendered import Rendered
 from cuqa_builder.wiki.wikitext import (
     WIKIPEDIA_INDEX,
     Line,
-    NamedRefs,
     ParseError,
-    Rendered,
     Warn,
     build_event,
     is_blank,
@@ -37,8 +37,6 @@ from cuqa_builder.wiki.wikitext import (
     month_number,
     parse_page_text,
     parse_wikitext,
-    plain_text,
-    render,
     significant,
     template_name,
     template_param,

@@ -17,19 +17,17 @@ from mwparserfromhell.nodes import Heading, Node
 from mwparserfromhell.wikicode import Wikicode
 
 from cuqa_builder.records import Event, Page
+from cuqa_builder.wiki.render import NamedRefs, plain_text, render
+from cuqa_builder.wiki.rendered import Rendered
 from cuqa_builder.wiki.titles import MONTHS
 from cuqa_builder.wiki.wikitext import (
     WIKIPEDIA_INDEX,
-    NamedRefs,
     ParseError,
-    Rendered,
     Warn,
     build_event,
     iter_lines,
     month_number,
     parse_page_text,
-    plain_text,
-    render,
 )
 
 log = logging.getLogger(__name__)
