@@ -198,7 +198,8 @@ def _plan_connected(plan: CallPlan, events: Iterable[Event],
     and their known facts (one), and with `checked` its share of the pooled checks (the masked
     and the whole guesses of up to `pool_size` questions, the open book for a survivor, dealt
     across requests with other events' questions). Without `rates` each is planned once an
-    event; the stand-in passages are as long as a lead. Structure first (the embedded model), none of them."""
+    event; the stand-in passages are as long as a lead. Structure first (the embedded
+    model), none of them."""
     long = sampling.passage_max_tokens
     count = 0
     facts_step = KNOWN_FACTS if known_source == "wiki" else KNOWN_FACTS_MODEL
