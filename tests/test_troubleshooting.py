@@ -636,9 +636,10 @@ ROWS: dict[str, Row] = {
         '"step":"Pool","reason":"no question to ask: 0 of 1 named things described (1 the '
         "event's first sentence gives no description of it (it is not a place, the subject or "
         'the object of its verb)), no known hop for any"', 0, embedded_generate),
-    "no-known-hop-in-the-infobox": Row(
-        '"step":"Pool","reason":"no question to ask: 1 of 1 named things described (none set '
-        'aside), no known hop for them"', 0, embedded_generate),
+    "no-known-hop-in-the-infobox": Row(  # some named things described, none with a hop
+        lambda tmp: re.compile(r'"step":"Pool","reason":"no question to ask: [1-9]\d* of \d+ '
+                               r'named things described \([^"]*\), no known hop for them"'),
+        0, embedded_generate),
     "no-known-hop": Row(  # in the words of the event that failed first: D of D described
         lambda tmp: re.compile(
             "cuqa-build: error: generate failed: no candidate could be made: "
