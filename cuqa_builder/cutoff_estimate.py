@@ -21,6 +21,7 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -116,6 +117,30 @@ class CutoffProbeResult(BaseModel):
     months: list[MonthAccuracy]
     estimate: CutoffEstimate
     probed: str = Field(description="ISO time of the probe, UTC")
+
+
+class ProbeModelCheck(BaseModel):
+    """The build's check that its --probe-model is a model of the cutoff (`stages/
+    probe_check.py`), recorded in run.json and the card: closed-book questions about the run's
+    first events after the cutoff, and how many the probe model answered."""
+
+    model: str
+    judge: str
+    events: str = Field(description="the days the events asked about fall in")
+    asked: int
+    correct: int
+    limit: float = Field(description="the share answered from which the model knows the events")
+    outcome: Literal["passed", "too few questions", "knows the events", "allowed", "skipped"]
+    note: str = ""
+
+    def line(self) -> str:
+        if self.outcome == "skipped":
+            return f"probe model check of {self.model}: skipped ({self.note})"
+        share = f" ({self.correct / self.asked:.0%})" if self.asked else ""
+        return (f"probe model check: {self.model} answered {self.correct} of {self.asked} "
+                f"closed-book questions about events of {self.events}{share} (judge: "
+                f"{self.judge}; {self.limit:.0%} or more: it knew them): {self.outcome}"
+                + (f"; {self.note}" if self.note else ""))
 
 
 def wilson_interval(correct: int, asked: int, z: float = Z_95) -> tuple[float, float]:

@@ -15,6 +15,7 @@ import jinja2
 from pydantic import BaseModel, Field
 
 from cuqa_builder import __version__
+from cuqa_builder.cutoff_estimate import ProbeModelCheck
 from cuqa_builder.refresh import ChangeCounts
 from cuqa_builder.review_report import ReviewReport
 from cuqa_builder.run import DATASET, MANIFEST, ValidationInfo
@@ -129,6 +130,8 @@ class ReleaseStats(BaseModel):
     prompts: dict[str, list[str]] = Field(description="template name -> sha256 hashes used")
     seed: int | None
     validation: ValidationInfo | None = Field(description="checks' limits, probe model and judge")
+    probe_model_check: ProbeModelCheck | None = Field(
+        None, description="whether the probe model knew the first events after the cutoff")
     checks_run: list[CheckRun] = Field(
         default_factory=list, description="every automatic check that ran, with what it "
         "requires and the run's candidates it passed and failed")

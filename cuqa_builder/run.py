@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
 
-from cuqa_builder.cutoff_estimate import CutoffProbeResult
+from cuqa_builder.cutoff_estimate import CutoffProbeResult, ProbeModelCheck
 from cuqa_builder.errors import CuqaError, describe_validation_error
 from cuqa_builder.jsonio import atomic_write_json, count_records, read_model
 from cuqa_builder.records import Record
@@ -193,6 +193,9 @@ class RunInfo(BaseModel):
         default_factory=list, description="the probes whose estimate `--cutoff auto:MODEL` used"
     )
     generation: GenerationInfo | None = None
+    probe_model_check: ProbeModelCheck | None = Field(
+        None, description="the check that --probe-model did not know the first events after "
+        "the cutoff")
     validation: ValidationInfo | None = None
 
 

@@ -17,6 +17,7 @@ BENCHMARKS = sorted((ROOT / "scripts").glob("bench_*.py"))
 NEEDS = {  # benchmark -> the marker of what it needs beyond the package
     "bench_annotate": pytest.mark.labelstudio,
     "bench_yield": pytest.mark.localmodel,
+    "bench_quickstart": pytest.mark.localmodel,
 }
 SMALL = "smollm2-135m-instruct-q4_1"
 
@@ -43,6 +44,9 @@ def test_a_benchmark_runs_at_a_tiny_size(script: Path, request: pytest.FixtureRe
     if script.stem == "bench_annotate":
         server = request.getfixturevalue("label_studio")
         _run(script, "--url", server.url, env={"LABEL_STUDIO_API_KEY": server.token})
+    elif script.stem == "bench_quickstart":
+        models = request.getfixturevalue("small_model")
+        _run(script, "--base", str(tmp_path), env={"CUQA_MODELS_DIR": str(models)})
     elif script.stem == "bench_yield":
         models = request.getfixturevalue("small_model")
         _run(script, "--base", str(tmp_path), "--llm", f"local:{SMALL}",

@@ -40,6 +40,7 @@ from cuqa_builder.snapshot import articles_dir
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events
 from cuqa_builder.testing.annotate_fixtures import candidate
 from cuqa_builder.testing.batch_server import answer_batch_file
+from cuqa_builder.testing.cutoff_llm import KnowledgeResponder
 from cuqa_builder.testing.mediawiki_server import MediaWikiServer
 from cuqa_builder.testing.openai_server import Reply, Responder, ScriptedLLM, last_user_message
 from cuqa_builder.testing.pool_llm import PoolResponder
@@ -48,6 +49,8 @@ from tests.conftest import ctrl_c_reaches_children
 from tests.test_annotate_offline import GOOD_REWRITE, OTHER_REWRITE, accept, two_accepts
 from tests.test_faults import Refusing, drop_root_overrides, read_only
 from tests.test_grounding import LOOPING
+from tests.test_probe_check import EVENTS as DATED
+from tests.test_probe_check import generate as probe_checked_generate
 from tests.test_repair import FirstTryLeaks
 from tests.test_web_retriever import KEY, some_hits
 
@@ -298,6 +301,14 @@ def interrupted(tmp: Path) -> Ran:
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=120)
     return Ran(process.returncode, out + err)
+
+
+def late_probe_model(tmp: Path) -> Ran:
+    run = tmp / "run"
+    write_jsonl(run / "events.jsonl", DATED)
+    with scripted(KnowledgeResponder(DATED, known_until="2023-12")) as llm:
+        done = probe_checked_generate(run, llm)
+    return Ran(done.returncode, done.stdout + done.stderr)
 
 
 # --- validation -------------------------------------------------------------------------------
@@ -779,6 +790,11 @@ ROWS: dict[str, Row] = {
         "cuqa-build: error: argument --concurrency: 0 is below the minimum of 1", 2,
         lambda tmp: cuqa_build("--out", tmp / "run", "--cutoff", "2023-04", "--concurrency",
                                "0")),
+    "late-probe-model": Row(
+        re.compile(r"cuqa-build: error: generate failed: probe model check: probe answered "
+                   r"\d of 8 closed-book questions about events of 2023-05-01 to 2023-07-31 .*"
+                   r"knows the events: its knowledge seems to go past the cutoff"), 1,
+        late_probe_model),
     "abbreviated-flag": Row(
         "cuqa-build: error: unrecognized argument: --cutof (did you mean --cutoff?)", 2,
         lambda tmp: cuqa_build("--cutof", "2023-04")),

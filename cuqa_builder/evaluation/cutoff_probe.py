@@ -141,7 +141,10 @@ async def _generated_question(generator: Generator, event: Event) -> _Question |
 
 
 @dataclass
-class _Gateways:
+class ProbeGateways:
+    """The model asked closed-book, the one that writes the questions, and the judge (None:
+    normalised match)."""
+
     target: Gateway
     questions: Gateway
     judge: Gateway | None
@@ -154,7 +157,9 @@ def _at(settings: LLMSettings, model: str) -> LLMSettings:
 
 
 @asynccontextmanager
-async def _open(settings: LLMSettings, options: CutoffProbeOptions) -> AsyncIterator[_Gateways]:
+async def _open(
+    settings: LLMSettings, options: CutoffProbeOptions
+) -> AsyncIterator[ProbeGateways]:
     """The target model's gateway, and the question writer's and judge's (the same one when
     they name the same model)."""
     async with AsyncExitStack() as stack:
@@ -170,15 +175,16 @@ async def _open(settings: LLMSettings, options: CutoffProbeOptions) -> AsyncIter
                 )
             return opened[model]
 
-        yield _Gateways(target, await gateway_for(options.question_model),
+        yield ProbeGateways(target, await gateway_for(options.question_model),
                         await gateway_for(options.judge_model) if options.judge_model else None)
 
 
-async def _ask_all(
-    gateways: _Gateways, sample: dict[str, list[Event]], reused: dict[str, tuple[str, list[str]]],
-    seed: int, progress: bool,
+async def ask_about(
+    gateways: ProbeGateways, sample: dict[str, list[Event]],
+    reused: dict[str, tuple[str, list[str]]], seed: int, progress: bool,
 ) -> tuple[list[ProbeQuestion], int]:
-    """The questions asked and their verdicts, and how many events failed for good."""
+    """The questions asked and their verdicts, and how many events failed for good (the cutoff
+    probe's, and the build's check of its --probe-model: `stages/probe_check.py`)."""
     generator = Generator(gateways.questions, _without_passages, seed=seed, cutoff="")
     prober = Prober(gateways.target, gateways.judge)
     events = [event for month in sample.values() for event in month]
@@ -235,7 +241,7 @@ async def probe_cutoff(
     out.mkdir(parents=True, exist_ok=True)
     settings = resolve_settings(llm, default_cache=out / LLM_CACHE)
     async with _open(settings, options) as gateways:
-        asked, failed = await _ask_all(gateways, sample, reused, options.seed, progress)
+        asked, failed = await ask_about(gateways, sample, reused, options.seed, progress)
         model = gateways.target.model
         judge = gateways.judge.model if gateways.judge else NORMALISED_MATCH
     sampled = sum(len(found) for found in sample.values())

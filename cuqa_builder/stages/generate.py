@@ -82,6 +82,7 @@ from cuqa_builder.run import (
 )
 from cuqa_builder.stages.endpoints import open_checker
 from cuqa_builder.stages.generate_tally import Tally, summary_of
+from cuqa_builder.stages.probe_check import check_probe_model
 from cuqa_builder.verification.checker import ItemChecker
 
 # Events in flight per allowed concurrent call: an event waits on one call at a time for most
@@ -559,6 +560,8 @@ async def _run(
         async with AsyncExitStack() as stack:
             gateway = await stack.enter_async_context(open_gateway(settings))
             small = settings.uses_local_model  # the embedded model is small
+            tally.probe_check = await check_probe_model(ctx, gateway, stack,
+                                                        settings.batch_mode == "files")
             checker, others = await _compose_time_checker(ctx, gateway, small, stack)
 
             async def passage_entities(text: str) -> list[Entity]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from cuqa_builder.cutoff_estimate import ProbeModelCheck
 from cuqa_builder.generation.algorithm import Made
 from cuqa_builder.generation.bridges import RENAMED
 from cuqa_builder.generation.pool_report import PoolTally
@@ -45,6 +46,7 @@ class Tally:
     pools: PoolTally = field(default_factory=PoolTally)
     pool_records: str = ""  # what rebuilding the records pool.jsonl lacked did, if it was needed
     notes: list[str] = field(default_factory=list)  # flags that could not change what was done
+    probe_check: ProbeModelCheck | None = None  # is --probe-model a model of the cutoff?
 
     @property
     def written(self) -> int:
@@ -118,6 +120,8 @@ def summary_of(
         + (f"; {tally.stale} of them stale (their event was reworded), made again"
            if tally.stale else ""),
     ]
+    if tally.probe_check is not None:
+        lines.append(f"  {tally.probe_check.line()}")
     if tally.hard_requested:
         lines.append(f"  hard: {tally.hard_written} new (requested {tally.hard_requested}), "
                      f"{tally.hard_failed} failed")

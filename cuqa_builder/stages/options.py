@@ -134,6 +134,11 @@ class ValidateOptions(StageOptions):
     judge_model: str | None = Field(
         None, description="LLM judge for probe answers (default: normalised match)"
     )
+    allow_late_probe_model: bool = Field(
+        False, description="go on, with a warning, when the probe model answers the questions "
+        "about the first events after the cutoff (it seems to know them: by default the run "
+        "stops)",
+    )
     max_share: float = Field(
         0.4, gt=0, le=1, description="the largest share of the items one property may have "
         "(birthplace, district, category...): the lowest ranked items of a property above it "

@@ -260,6 +260,7 @@ def compute_stats(
         prompts={template: sorted(hashes) for template, hashes in sorted(prompts.items())},
         seed=info.seed,
         validation=info.validation,
+        probe_model_check=info.probe_model_check,
         checks_run=_checks_run(info.validation, any(item.grounding for item in items)),
         source_pages=dict(sorted({i.event.source_title: i.event.revid for i in items}.items())),
         failed_automatic_checks=None if candidates is None else _failed_automatic_checks(
