@@ -158,3 +158,56 @@ def test_questions_are_dealt_by_the_seed_never_two_of_one_bridge_in_a_request() 
     assert keys != [[q.key for q in r] for r in deal(questions, 8, 30)]
     few = deal(questions[:16], seed=7, size=30)  # two bridges of eight: eight requests
     assert len(few) == 8
+
+
+class NearMisses:
+    """Guesses a near spelling of each question's answer ("Fasher 3" for "Fashir 3"): only a
+    judge can tell. The judge of many pairs says Yes to `same`, No to the rest, and leaves out
+    the line of `mute` (that pair has measured nothing)."""
+
+    def __init__(self, same: str, mute: str) -> None:
+        self.same, self.mute = same, mute
+        self.judged: list[int] = []  # pairs in each judge request
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        prompt = last_user_message(body)
+        if prompt.startswith("Imagine"):
+            asked = re.findall(r"^Q(\d+)\. .*thing (\d+)", prompt, re.MULTILINE)
+            return Reply(text="\n".join(f"Q{line}: Fasher {n}; Atlantis; Avalon; Lemuria"
+                                        for line, n in asked))
+        assert prompt.startswith("In each task below"), prompt[:60]
+        pairs = re.findall(r"^Q(\d+)\. .*\nPrediction: (.*)\n", prompt, re.MULTILINE)
+        self.judged.append(len(pairs))
+        return Reply(text="\n".join(f"Q{n}: {'Yes' if said == self.same else 'No'}"
+                                    for n, said in pairs if said != self.mute))
+
+
+def test_the_judge_s_pairs_of_all_questions_are_asked_together_and_a_mute_one_fails_closed(
+    tmp_path: Path,
+) -> None:
+    """Twelve questions of twelve events, each guessed with a near spelling of its answer: the
+    judge is asked every pair of the masked guesses in one request and of the whole ones in
+    another (not one request a pair); the pair it says Yes to fails its question, the pair
+    whose line it leaves out fails its question as unreadable, the rest pass."""
+    questions = [PooledQuestion(**{**_question(n, f"the thing {n}", "May 2024").__dict__,
+                                   "names": (f"Fashir {n}",),
+                                   "masked": f"Which is a certain thing {n}?"})
+                 for n in range(12)]
+    responder = NearMisses(same="Fasher 3", mute="Fasher 5")
+    with ScriptedLLM(responder) as llm:
+        settings = LLMSettings(model="checker", base_url=llm.base_url,
+                               cache_path=tmp_path / "c.sqlite")
+
+        async def go() -> dict[str, list[CheckerVerdict]]:
+            async with open_gateway(settings) as gateway:
+                return (await PooledChecker(gateway, "2023-04").guesses(questions)).verdicts
+
+        verdicts = asyncio.run(go())
+    assert responder.judged == [12, 12]  # masked and whole: one request each, every pair
+    failed = {n: sorted((v.check, "unreadable" if v.unreadable else v.matched)
+                        for v in verdicts[q.key] if not v.passed)
+              for n, q in enumerate(questions)}
+    assert failed[3] == [("connected", "Fasher 3 (judge)"),
+                         ("unknown_before_cutoff", "Fasher 3 (judge)")]
+    assert failed[5] == [("connected", "unreadable"), ("unknown_before_cutoff", "unreadable")]
+    assert not any(found for n, found in failed.items() if n not in (3, 5))

@@ -22,6 +22,8 @@ CATEGORY = "member states of the Commonwealth"
 _NEWS = re.compile(r"^News of \d{1,2} (\w+ \d{4}): ", re.MULTILINE)
 _LISTED = re.compile(r"^([BTQ])(\d+)\. (.+)$", re.MULTILINE)
 _DESCRIBED = re.compile(r"news item (\w+), part (\d+)")
+_JUDGED = re.compile(r"^Q(\d+)\. Question: .*\nPrediction: (.*)\nGround-truth Answer: (.*)$",
+                     re.MULTILINE)
 _OPEN_BOOK_BLOCK = re.compile(r"^Q(\d+)\. News of [^:]+: (.*)\n.*\nQuestion: (.+)$", re.MULTILINE)
 
 
@@ -56,6 +58,10 @@ class PoolResponder:
             said = prompt.split("Prediction:\n", 1)[1].split("\n", 1)[0].strip().lower()
             answers = prompt.split("Ground-truth Answer:\n", 1)[1].lower().splitlines()
             return Reply(text="Yes" if said in answers else "No")
+        if prompt.startswith("In each task below"):  # the judge of many pairs, alike
+            return Reply(text="\n".join(
+                f"Q{n}: {'Yes' if said.strip().lower() in answers.lower().split(' | ') else 'No'}"
+                for n, said, answers in _JUDGED.findall(prompt)))
         return Reply(text="I do not understand.")
 
     def _describe(self, prompt: str) -> str:

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from cuqa_builder.judge import judge_reply
 from cuqa_builder.llm.client import LLMClient
@@ -99,14 +101,38 @@ def decided(said: str, names: Sequence[str]) -> bool | None:
     return False
 
 
+@runtime_checkable
+class Judge(Protocol):
+    """Decides whether `said` names the answer where its words cannot: one call a pair
+    (`AskingJudge`), or the answers of a batch asked before (`pooled.py`)."""
+
+    async def same(self, question: str, said: str, names: Sequence[str]) -> bool | Unreadable:
+        ...
+
+
+@dataclass(frozen=True)
+class AskingJudge:
+    """One judge call for each pair, through the gateway (cached like every call)."""
+
+    client: LLMClient
+
+    async def same(self, question: str, said: str, names: Sequence[str]) -> bool | Unreadable:
+        return await judge_reply(self.client, question, said, list(names),
+                                 prompt_name=JUDGE_PROMPT)
+
+
+def as_judge(judge: LLMClient | Judge) -> Judge:
+    return judge if isinstance(judge, Judge) else AskingJudge(judge)
+
+
 async def names_the_answer(
-    client: LLMClient, question: str, said: str, names: Sequence[str]
+    judge: LLMClient | Judge, question: str, said: str, names: Sequence[str]
 ) -> str | None | Unreadable:
     """How `said` names the answer (`alias` or `judge`), None when it does not, `Unreadable`
     when the judge it took gave no verdict (nothing measured)."""
     verdict = decided(said, names)
     if verdict is None:
-        judged = await judge_reply(client, question, said, list(names), prompt_name=JUDGE_PROMPT)
+        judged = await as_judge(judge).same(question, said, names)
         if isinstance(judged, Unreadable):
             return Unreadable(f"the judge, asked whether {said!r} names the answer, "
                               f"{judged.why}", judged.reply)
@@ -114,13 +140,13 @@ async def names_the_answer(
     return BY_ALIAS if verdict else None
 
 
-async def another_name(client: LLMClient, question: str, said: str, names: Sequence[str]
-                       ) -> bool | Unreadable:
+async def another_name(judge: LLMClient | Judge, question: str, said: str,
+                       names: Sequence[str]) -> bool | Unreadable:
     """Whether `said`, offered as another answer, is the answer under another name: by its
     names, else the judge ("Stadio Giuseppe Meazza" is "San Siro" without a word in common)."""
     if decided(said, names):
         return True
-    judged = await judge_reply(client, question, said, list(names), prompt_name=JUDGE_PROMPT)
+    judged = await as_judge(judge).same(question, said, names)
     if isinstance(judged, Unreadable):
         return Unreadable(f"the judge, asked whether {said!r} is another name of the "
                           f"answer, {judged.why}", judged.reply)

@@ -31,6 +31,7 @@ from cuqa_builder.prompts import load_prompt
 from cuqa_builder.records import Candidate, CheckerKnowledge, CheckerVerdict, PromptCall
 from cuqa_builder.verification import DEFAULT_GUESSES_COUNTED, GUESSES_ASKED
 from cuqa_builder.verification.answers import (
+    Judge,
     another_name,
     answer_names,
     decided,
@@ -248,7 +249,7 @@ class GuessAsked:
     knowledge: CheckerKnowledge
 
 
-async def guess_verdict(judge: LLMClient, asked: GuessAsked, reply: str, names: list[str],
+async def guess_verdict(judge: LLMClient | Judge, asked: GuessAsked, reply: str, names: list[str],
                         counted: int, cut: bool = False) -> CheckerVerdict:
     """The verdict of a guessing check on its reply: failed when a counted guess names the
     answer, and failed as unreadable when the reply (or a judge it needed) cannot be read, or
@@ -269,7 +270,7 @@ async def guess_verdict(judge: LLMClient, asked: GuessAsked, reply: str, names: 
     return CheckerVerdict(passed=True, guesses=guesses, **common)
 
 
-async def open_book_verdicts(client: LLMClient, question: str, model: str, reply: str,
+async def open_book_verdicts(client: LLMClient | Judge, question: str, model: str, reply: str,
                              names: list[str], bridges: list[str], cut: bool = False
                              ) -> list[CheckerVerdict]:
     """`answered_with_event` and `one_answer` on an open-book reply: the answer must be the
@@ -298,7 +299,7 @@ async def open_book_verdicts(client: LLMClient, question: str, model: str, reply
                                      **common)]
 
 
-async def _others(client: LLMClient, question: str, read: OpenBookReply, names: list[str],
+async def _others(client: LLMClient | Judge, question: str, read: OpenBookReply, names: list[str],
                   bridges: list[str]) -> list[str] | Unreadable:
     """What else fits: another thing than the bridge (or the answer), and other right answers
     that are not the answer under another name (the judge decides)."""

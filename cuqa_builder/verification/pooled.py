@@ -25,6 +25,7 @@ from cuqa_builder.concurrency import all_finished
 from cuqa_builder.llm.client import LLMClient, prompt_request
 from cuqa_builder.prompts import load_prompt
 from cuqa_builder.records import CheckerKnowledge, CheckerVerdict, Event, PromptCall
+from cuqa_builder.verification.answers import Judge
 from cuqa_builder.verification.checker import (
     ANSWERED_WITH_EVENT,
     CONNECTED,
@@ -38,18 +39,25 @@ from cuqa_builder.verification.checker import (
     guess_verdict,
     open_book_verdicts,
 )
-from cuqa_builder.verification.replies import OpenBookReply, Unreadable, read_open_book, sections
+from cuqa_builder.verification.replies import (
+    OpenBookReply,
+    Unreadable,
+    read_open_book,
+    read_yes_no,
+    sections,
+)
 
 GUESS_MANY_TEMPLATE = "guess_answers_many"
 OPEN_BOOK_MANY_TEMPLATE = "answer_with_event_many"
-POOLED_TEMPLATES = (GUESS_MANY_TEMPLATE, OPEN_BOOK_MANY_TEMPLATE)
+JUDGE_MANY_TEMPLATE = "judge_reworded_many"
+POOLED_TEMPLATES = (GUESS_MANY_TEMPLATE, OPEN_BOOK_MANY_TEMPLATE, JUDGE_MANY_TEMPLATE)
 # Questions a request holds at most: guesses are short lines; an open book carries each
 # question's news and background.
-GUESSES_PER_REQUEST, OPEN_BOOKS_PER_REQUEST = 30, 10
+GUESSES_PER_REQUEST, OPEN_BOOKS_PER_REQUEST, JUDGED_PER_REQUEST = 30, 10, 40
 # Greedy decoding makes a verdict repeatable; room for each question's line (five guesses of
 # long names, or five short lines) and a little more. A question a reply cut at its limit did
 # not finish is unreadable.
-_GUESS_TOKENS_EACH, _OPEN_BOOK_TOKENS_EACH, _SLACK = 100, 90, 40
+_GUESS_TOKENS_EACH, _OPEN_BOOK_TOKENS_EACH, _JUDGE_TOKENS_EACH, _SLACK = 100, 90, 8, 40
 
 
 @dataclass(frozen=True)
@@ -114,6 +122,41 @@ def _unreadable(check: str, question: str, model: str, read: Unreadable,
                           passed=False, unreadable=read.why, knowledge=knowledge)
 
 
+# A question's verdicts once its reply is read, made with a judge for what the words of a guess
+# or an answer cannot decide: asked twice, first to collect the judge's pairs, then with them
+# judged (a few requests for all the questions of a check, not one request a pair).
+_Reading = Callable[[Judge], Awaitable[list[CheckerVerdict]]]
+_Pair = tuple[str, str, tuple[str, ...]]  # the question, what was said, the answer's names
+
+
+@dataclass
+class _Collecting:
+    """Records each pair a check would ask the judge, and whose question asked it first; it
+    answers No meanwhile, so that every pair a reading could need is asked."""
+
+    owners: dict[_Pair, str] = field(default_factory=dict)
+
+    def of(self, key: str) -> Judge:
+        collecting = self
+
+        class _Asking:
+            async def same(self, question: str, said: str, names: Sequence[str]) -> bool:
+                collecting.owners.setdefault((question, said, tuple(names)), key)
+                return False
+
+        return _Asking()
+
+
+@dataclass(frozen=True)
+class _Judged:
+    """The judge's verdicts, asked before."""
+
+    found: dict[_Pair, bool | Unreadable]
+
+    async def same(self, question: str, said: str, names: Sequence[str]) -> bool | Unreadable:
+        return self.found[(question, said, tuple(names))]
+
+
 @dataclass
 class PooledChecker(Checking):
     seed: int = 0  # deals the questions into requests
@@ -131,7 +174,7 @@ class PooledChecker(Checking):
 
     async def _guess_all(self, guesser: LLMClient, questions: Sequence[PooledQuestion],
                          check: str, knowledge: CheckerKnowledge) -> Checked:
-        async def one_request(dealt: list[PooledQuestion]) -> Checked:
+        async def one_request(dealt: list[PooledQuestion]) -> tuple[Checked, dict[str, _Reading]]:
             asked = [q.masked if check == CONNECTED else q.question for q in dealt]
             texts = list(dict.fromkeys(asked))  # one line for questions worded alike
             sent = Recorder(guesser)
@@ -141,25 +184,26 @@ class PooledChecker(Checking):
                 temperature=0.0, max_tokens=_GUESS_TOKENS_EACH * len(texts) + _SLACK, seed=0))
             parts = sections(result.text, len(texts), cut=result.finish_reason == "length")
 
-            async def verdict(q: PooledQuestion, text: str) -> tuple[CheckerVerdict, Recorder]:
-                judge = Recorder(self.client)
+            def reading(q: PooledQuestion, text: str) -> _Reading:
                 part = parts[texts.index(text) + 1]
-                if isinstance(part, Unreadable):
-                    return _unreadable(check, text, guesser.model, part, knowledge), judge
-                return await guess_verdict(judge, GuessAsked(check, text, guesser.model,
-                                                             knowledge),
-                                           part, list(q.names), self.counted), judge
 
-            judged = await all_finished(*(verdict(q, text) for q, text in zip(dealt, asked,
-                                                                                  strict=True)))
-            return _checked(dealt, sent, [(v,) for v, _ in judged], [j for _, j in judged])
+                async def verdicts(judge: Judge) -> list[CheckerVerdict]:
+                    if isinstance(part, Unreadable):
+                        return [_unreadable(check, text, guesser.model, part, knowledge)]
+                    return [await guess_verdict(judge, GuessAsked(check, text, guesser.model,
+                                                                  knowledge),
+                                                part, list(q.names), self.counted)]
+                return verdicts
 
-        return await self._each_request(questions, GUESSES_PER_REQUEST, one_request)
+            return _sent(dealt, sent), {q.key: reading(q, text)
+                                        for q, text in zip(dealt, asked, strict=True)}
+
+        return await self._judged(questions, GUESSES_PER_REQUEST, one_request)
 
     async def open_book(self, questions: Sequence[PooledQuestion]) -> Checked:
         """`answered_with_event`, `one_answer` and `one_thing` of every question: each with
         its news as dated on its page and its known passage, a few to a request."""
-        async def one_request(dealt: list[PooledQuestion]) -> Checked:
+        async def one_request(dealt: list[PooledQuestion]) -> tuple[Checked, dict[str, _Reading]]:
             sent = Recorder(self.client)
             result = await sent.chat(prompt_request(load_prompt(OPEN_BOOK_MANY_TEMPLATE), {
                 "cutoff": cutoff_phrase(self.cutoff), "questions": "\n\n".join(
@@ -167,43 +211,76 @@ class PooledChecker(Checking):
             }, temperature=0.0, max_tokens=_OPEN_BOOK_TOKENS_EACH * len(dealt) + _SLACK,
                 seed=0))
             parts = sections(result.text, len(dealt), cut=result.finish_reason == "length")
+            model = self.client.model
 
-            async def verdicts(n: int, q: PooledQuestion) -> tuple[list[CheckerVerdict],
-                                                                    Recorder]:
-                judge = Recorder(self.client)
-                part = parts[n]
-                if isinstance(part, Unreadable):
-                    return [_unreadable(check, q.question, self.client.model, part)
-                            for check in (ANSWERED_WITH_EVENT, ONE_ANSWER, ONE_THING)], judge
-                found = await open_book_verdicts(judge, q.question, self.client.model, part,
-                                                 list(q.names), list(q.bridges))
-                return [*found, one_thing(q.question, self.client.model, part)], judge
+            def reading(q: PooledQuestion, part: str | Unreadable) -> _Reading:
+                async def verdicts(judge: Judge) -> list[CheckerVerdict]:
+                    if isinstance(part, Unreadable):
+                        return [_unreadable(check, q.question, model, part)
+                                for check in (ANSWERED_WITH_EVENT, ONE_ANSWER, ONE_THING)]
+                    found = await open_book_verdicts(judge, q.question, model, part,
+                                                     list(q.names), list(q.bridges))
+                    return [*found, one_thing(q.question, model, part)]
+                return verdicts
 
-            judged = await all_finished(*(verdicts(n, q) for n, q in enumerate(dealt, 1)))
-            return _checked(dealt, sent, [v for v, _ in judged], [j for _, j in judged])
+            return _sent(dealt, sent), {q.key: reading(q, parts[n])
+                                        for n, q in enumerate(dealt, 1)}
 
-        return await self._each_request(questions, OPEN_BOOKS_PER_REQUEST, one_request)
+        return await self._judged(questions, OPEN_BOOKS_PER_REQUEST, one_request)
 
-    async def _each_request(self, questions: Sequence[PooledQuestion], size: int,
-                            one_request: Callable[[list[PooledQuestion]], Awaitable[Checked]]
-                            ) -> Checked:
+    async def _judged(self, questions: Sequence[PooledQuestion], size: int, one_request:
+                      Callable[[list[PooledQuestion]],
+                               Awaitable[tuple[Checked, dict[str, _Reading]]]]) -> Checked:
+        """The questions dealt into requests, every reply read, the judge's pairs of them all
+        asked together, then each question's verdicts."""
         found = Checked()
-        for part in await all_finished(*(one_request(dealt) for dealt in
-                                         deal(questions, self.seed, size))):
-            found.add(part)
+        readings: dict[str, _Reading] = {}
+        for sent, read in await all_finished(*(one_request(dealt) for dealt in
+                                               deal(questions, self.seed, size))):
+            found.add(sent)
+            readings.update(read)
+        collecting = _Collecting()
+        for key, reading in readings.items():
+            await reading(collecting.of(key))
+        judged = _Judged(await self._judge(collecting.owners, found))
+        for key, reading in readings.items():
+            found.verdicts[key] = await reading(judged)
         return found
 
+    async def _judge(self, owners: dict[_Pair, str], found: Checked
+                     ) -> dict[_Pair, bool | Unreadable]:
+        """Every pair judged, a few dozen to a request; each request's call on the question
+        that asked its first pair."""
+        pairs = list(owners)
 
-def _checked(dealt: list[PooledQuestion], sent: Recorder,
-             verdicts: Sequence[Sequence[CheckerVerdict]], judges: Sequence[Recorder]) -> Checked:
-    """One request's verdicts by question; its call on the first question, each judge's call
-    on the question it judged."""
+        async def one_request(batch: list[_Pair]) -> dict[_Pair, bool | Unreadable]:
+            sent = Recorder(self.client)
+            result = await sent.chat(prompt_request(load_prompt(JUDGE_MANY_TEMPLATE), {
+                "tasks": "\n\n".join(_judge_block(n, pair) for n, pair in enumerate(batch, 1)),
+            }, temperature=0.0, max_tokens=_JUDGE_TOKENS_EACH * len(batch) + _SLACK, seed=0))
+            found.calls[owners[batch[0]]] += sent.calls
+            parts = sections(result.text, len(batch), cut=result.finish_reason == "length")
+            return {pair: part if isinstance(part, Unreadable) else read_yes_no(part)
+                    for pair, part in zip(batch, parts.values(), strict=True)}
+
+        judged: dict[_Pair, bool | Unreadable] = {}
+        for part in await all_finished(*(one_request(pairs[i:i + JUDGED_PER_REQUEST])
+                                         for i in range(0, len(pairs), JUDGED_PER_REQUEST))):
+            judged.update(part)
+        return judged
+
+
+def _sent(dealt: list[PooledQuestion], sent: Recorder) -> Checked:
+    """A request's call, on its first question."""
     found = Checked()
-    for q, own, judge in zip(dealt, verdicts, judges, strict=True):
-        found.verdicts[q.key] = list(own)
-        found.calls[q.key] += judge.calls
-    found.calls[dealt[0].key][:0] = sent.calls
+    found.calls[dealt[0].key] += sent.calls
     return found
+
+
+def _judge_block(number: int, pair: _Pair) -> str:
+    question, said, names = pair
+    return (f"Q{number}. Question: {question}\nPrediction: {said}\n"
+            f"Ground-truth Answer: {' | '.join(names)}")
 
 
 def _open_book_block(number: int, q: PooledQuestion, cutoff: str) -> str:
