@@ -155,10 +155,12 @@ def test_each_event_s_pool_is_described_and_asked_about_and_checked_across_event
     llm.__exit__(None, None, None)
     summary = capsys.readouterr().out
     pools = _pools(tmp_path)
-    assert len(pools) == 4 and llm.calls == 2 * len(pools) + 3
+    # and a second look at the 10 survivors: their 60 counted guesses judged, 40 a request
+    assert len(pools) == 4 and llm.calls == 2 * len(pools) + 3 + 2
     assert all([c.function for c in p.calls][:2] == EVENT_CALLS[:2] for p in pools)
     # each request of the checks is recorded once, on the event of its first question
-    assert sorted(c.function for p in pools for c in p.calls[2:]) == sorted(EVENT_CALLS[2:])
+    assert sorted(c.function for p in pools for c in p.calls[2:]) == sorted(
+        [*EVENT_CALLS[2:], "SameAnswer", "SameAnswer"])
     items = read_jsonl(tmp_path / "candidates.jsonl", Candidate)
     assert len(items) == sum(len(p.members) for p in pools) - 1 == 9  # the Assembly: no answer
     # the event's calls are counted once, on its first item
@@ -210,7 +212,8 @@ def test_a_guessed_question_fails_in_its_pool_and_validate_asks_nothing_again(
     responder = PoolResponder(guessed={"Move Forward": "masked"})
     llm = _generated(tmp_path, responder)
     generated = llm.calls
-    assert generated == 2 * 4 + 3  # each event's two, then the checks of all four
+    # each event's two, then the checks of all four, and the second look at 9 survivors
+    assert generated == 2 * 4 + 3 + 2
     [thai] = [p for p in _pools(tmp_path) if len(p.members) == 1
               and p.bridges[0].entity.text == "Move Forward Party"]
     [member] = thai.members
@@ -752,8 +755,9 @@ def test_a_checker_down_fails_the_events_checked_together_and_a_re_run_asks_only
         responder.down = False
         before = llm.calls
         assert _build(tmp_path, llm, "generate") == 0
-        # the masked guesses (the whole ones were answered and cached), then the open book
-        assert llm.calls - before == 2
+        # the masked guesses (the whole ones were answered and cached), the second look at
+        # the survivors' guesses (two requests), then the open book
+        assert llm.calls - before == 4
     assert len(read_jsonl(tmp_path / "candidates.jsonl", Candidate)) == 9
 
 

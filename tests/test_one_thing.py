@@ -187,8 +187,9 @@ def test_the_judge_s_pairs_of_all_questions_are_asked_together_and_a_mute_one_fa
 ) -> None:
     """Twelve questions of twelve events, each guessed with a near spelling of its answer: the
     judge is asked every pair of the masked guesses in one request and of the whole ones in
-    another (not one request a pair); the pair it says Yes to fails its question, the pair
-    whose line it leaves out fails its question as unreadable, the rest pass."""
+    another (not one request a pair), and the survivors' other guesses in a third; the pair
+    it says Yes to fails its question, the pair whose line it leaves out fails its question
+    as unreadable, the rest pass."""
     questions = [PooledQuestion(**{**_question(n, f"the thing {n}", "May 2024").__dict__,
                                    "names": (f"Fashir {n}",),
                                    "masked": f"Which is a certain thing {n}?"})
@@ -203,7 +204,9 @@ def test_the_judge_s_pairs_of_all_questions_are_asked_together_and_a_mute_one_fa
                 return (await PooledChecker(gateway, "2023-04").guesses(questions)).verdicts
 
         verdicts = asyncio.run(go())
-    assert responder.judged == [12, 12]  # masked and whole: one request each, every pair
+    # masked and whole: one request each, every pair; then the survivors' other counted
+    # guesses (Atlantis, Avalon: 10 questions, 2 checks) in one more
+    assert responder.judged == [12, 12, 40]
     failed = {n: sorted((v.check, "unreadable" if v.unreadable else v.matched)
                         for v in verdicts[q.key] if not v.passed)
               for n, q in enumerate(questions)}

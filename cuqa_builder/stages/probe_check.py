@@ -24,7 +24,14 @@ from cuqa_builder.evaluation.cutoff_probe import (
 from cuqa_builder.jsonio import iter_jsonl
 from cuqa_builder.llm.gateway import Gateway, open_gateway
 from cuqa_builder.records import Event
-from cuqa_builder.run import CANDIDATES, EVENTS, LLM_CACHE, RunContext, save_run_info
+from cuqa_builder.run import (
+    CANDIDATES,
+    EVENTS,
+    LLM_CACHE,
+    RunContext,
+    load_run_info,
+    save_run_info,
+)
 from cuqa_builder.stages.endpoints import probe_settings
 from cuqa_builder.validation.probes import NORMALISED_MATCH
 
@@ -56,6 +63,13 @@ async def check_probe_model(
             model=checks.probe_model, judge="-", events=days, asked=0, correct=0,
             limit=KNOWS_AT, outcome="skipped", note="not run with --batch-files: run generate "
             "once without it, or `cuqa-eval cutoff` on the probe model"))
+    done = load_run_info(ctx.out).probe_model_check
+    if done is not None and done.outcome != "skipped" and (done.model, done.events) == (
+            checks.probe_model, days):
+        # checked before: the questions would now be drawn from the candidates made since
+        # (other requests, paid again), so the recorded check stands
+        return _judged(ctx, done.model_copy(update={"outcome": _outcome(
+            done.asked, done.correct, checks.allow_late_probe_model)}))
     events = [e for e in iter_jsonl(ctx.path(EVENTS), Event) if start <= e.date <= end]
     reused = candidate_questions(ctx.path(CANDIDATES))
     usable = [e for e in events if e.id in reused or e.entities]
@@ -68,20 +82,33 @@ async def check_probe_model(
     asked, _ = await ask_about(ProbeGateways(target, generator, judge), {"": picked}, reused,
                                ctx.options.generate.seed, progress=not ctx.options.quiet)
     correct = sum(question.correct for question in asked)
-    knows = len(asked) >= MIN_QUESTIONS and correct >= KNOWS_AT * len(asked)
-    outcome = ("too few questions" if len(asked) < MIN_QUESTIONS else "passed" if not knows
-               else "allowed" if checks.allow_late_probe_model else "knows the events")
-    check = _recorded(ctx, ProbeModelCheck(
+    knows = _outcome(len(asked), correct, False) == "knows the events"
+    return _judged(ctx, ProbeModelCheck(
         model=target.model, judge=judge.model if judge else NORMALISED_MATCH, events=days,
-        asked=len(asked), correct=correct, limit=KNOWS_AT, outcome=outcome,
+        asked=len(asked), correct=correct, limit=KNOWS_AT,
+        outcome=_outcome(len(asked), correct, checks.allow_late_probe_model),
         note=f"{len(events)} events in those days, {len(picked)} picked" if not knows else ""))
-    if outcome == "knows the events":
+
+
+def _outcome(asked: int, correct: int, allowed: bool) -> str:
+    if asked < MIN_QUESTIONS:
+        return "too few questions"
+    if correct < KNOWS_AT * asked:
+        return "passed"
+    return "allowed" if allowed else "knows the events"
+
+
+def _judged(ctx: RunContext, check: ProbeModelCheck) -> ProbeModelCheck:
+    """The check recorded; the run stopped when the model knew the events (and going on was
+    not allowed), a warning when it was."""
+    _recorded(ctx, check)
+    if check.outcome == "knows the events":
         raise LateProbeModel(
             f"{check.line()}: its knowledge seems to go past the cutoff {ctx.window.label}, "
             "so its verdicts of 'unknown before the cutoff' would not hold; choose a model "
             "whose knowledge ends by then (docs/probe-models.md), or go on with "
             "--allow-late-probe-model")
-    if outcome == "allowed":
+    if check.outcome == "allowed":
         log.warning("%s: its knowledge seems to go past the cutoff (--allow-late-probe-model: "
                     "going on)", check.line())
     return check

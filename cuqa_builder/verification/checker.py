@@ -69,7 +69,7 @@ OPEN_BOOK_SAMPLING = {"temperature": 0.0, "max_tokens": 120, "seed": 0}
 # What each template's call is called in an item's record of calls.
 CALL_NAMES = {GUESS_TEMPLATE: "GuessAnswers", OPEN_BOOK_TEMPLATE: "AnswerWithEvent",
               JUDGE_TEMPLATE: "SameAnswer", "guess_answers_many": "GuessAnswers",
-              "answer_with_event_many": "AnswerWithEvent"}
+              "answer_with_event_many": "AnswerWithEvent", "judge_reworded_many": "SameAnswer"}
 _MONTH_CUTOFF = re.compile(r"^\d{4}-\d{2}$")
 
 

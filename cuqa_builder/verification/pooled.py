@@ -25,7 +25,7 @@ from cuqa_builder.concurrency import all_finished
 from cuqa_builder.llm.client import LLMClient, prompt_request
 from cuqa_builder.prompts import load_prompt
 from cuqa_builder.records import CheckerKnowledge, CheckerVerdict, Event, PromptCall
-from cuqa_builder.verification.answers import Judge
+from cuqa_builder.verification.answers import Judge, decided
 from cuqa_builder.verification.checker import (
     ANSWERED_WITH_EVENT,
     CONNECTED,
@@ -170,7 +170,26 @@ class PooledChecker(Checking):
                 self._guess_all(self.guesser or self.client, questions, UNKNOWN_BEFORE_CUTOFF,
                                 self.knowledge)):
             found.add(part)
+        await self._second_look(questions, found)
         return found
+
+    async def _second_look(self, questions: Sequence[PooledQuestion], found: Checked) -> None:
+        """The questions no guess answered by its names: each counted guess that shares no
+        word with the answer judged too, as a grader would ("London" for a birthplace in
+        Southwark, "University of Pennsylvania" for the Wharton School are right answers that
+        names alone miss). A guess judged right fails its check; a pair left unsaid fails it as
+        unreadable. Asked of the few survivors only, before their open book is paid."""
+        survivors = [q for q in questions if all(v.passed for v in found.verdicts[q.key])]
+        owners: dict[_Pair, str] = {}
+        for q in survivors:
+            for verdict in found.verdicts[q.key]:
+                for guess in verdict.guesses[:self.counted]:
+                    if decided(guess, q.names) is False:
+                        owners.setdefault((verdict.question, guess, q.names), q.key)
+        judged = await self._judge(owners, found)
+        for q in survivors:
+            found.verdicts[q.key] = [_judged_again(v, q.names, judged, self.counted)
+                                     for v in found.verdicts[q.key]]
 
     async def _guess_all(self, guesser: LLMClient, questions: Sequence[PooledQuestion],
                          check: str, knowledge: CheckerKnowledge) -> Checked:
@@ -268,6 +287,20 @@ class PooledChecker(Checking):
                                          for i in range(0, len(pairs), JUDGED_PER_REQUEST))):
             judged.update(part)
         return judged
+
+
+def _judged_again(verdict: CheckerVerdict, names: tuple[str, ...],
+                  judged: dict[_Pair, bool | Unreadable], counted: int) -> CheckerVerdict:
+    """A passing guess verdict failed by the first counted guess the judge found right, or
+    found nothing about."""
+    for guess in verdict.guesses[:counted]:
+        said = judged.get((verdict.question, guess, names))
+        if isinstance(said, Unreadable):
+            return verdict.model_copy(update={"passed": False, "unreadable": (
+                f"the judge, asked whether {guess!r} is a right answer, {said.why}")})
+        if said:
+            return verdict.model_copy(update={"passed": False, "matched": f"{guess} (judge)"})
+    return verdict
 
 
 def _sent(dealt: list[PooledQuestion], sent: Recorder) -> Checked:
