@@ -17,7 +17,7 @@ from cuqa_builder.llm.local import record_speed
 from cuqa_builder.llm.prices import PriceTable
 from cuqa_builder.llm.types import SpeedSums
 from cuqa_builder.records import GenerationFailure
-from cuqa_builder.stages.generate import EVENTS_CHECKED_TOGETHER
+from cuqa_builder.stages.generate_resume import EVENTS_CHECKED_TOGETHER
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events
 from cuqa_builder.testing.openai_server import Reply, ScriptedLLM, last_user_message
 from cuqa_builder.testing.pool_llm import PoolResponder

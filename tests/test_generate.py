@@ -26,11 +26,11 @@ from cuqa_builder.records import (
     Entity,
     Event,
     EventSource,
+    GenerationFailure,
     answer_aliases,
     event_id,
 )
 from cuqa_builder.run import GENERATION_FAILURES as FAILURES
-from cuqa_builder.stages.generate import GenerationFailure
 from cuqa_builder.testing.algorithm_llm import (
     PASSAGE_ENTITIES,
     AlgorithmResponder,
