@@ -13,7 +13,7 @@ import pytest
 from cuqa_builder.cli.build import main as build
 from cuqa_builder.cli.evaluate import main as evaluate
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
-from cuqa_builder.llm.local import record_speed
+from cuqa_builder.llm.local_registry import record_speed
 from cuqa_builder.llm.prices import PriceTable
 from cuqa_builder.llm.types import SpeedSums
 from cuqa_builder.records import GenerationFailure

@@ -46,7 +46,8 @@ from cuqa_builder.llm.bodies import (
 )
 from cuqa_builder.llm.cache import CallCache
 from cuqa_builder.llm.calls import ModelCalls
-from cuqa_builder.llm.local import SERVERS, LocalServer, record_speed
+from cuqa_builder.llm.local import SERVERS, LocalServer
+from cuqa_builder.llm.local_registry import record_speed
 from cuqa_builder.llm.prices import PriceTable
 from cuqa_builder.llm.retries import Retryable, backoff_s, retry_after_s, worth_retrying
 from cuqa_builder.llm.secrets import read_api_key
