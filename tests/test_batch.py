@@ -18,7 +18,8 @@ import pytest
 
 from cuqa_builder.cli.build import main
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
-from cuqa_builder.llm.cache import CacheSummary, CallCache, FailedLine
+from cuqa_builder.llm.cache import CacheSummary, CallCache
+from cuqa_builder.llm.cache_batches import FailedLine
 from cuqa_builder.records import Candidate, GenerationFailure
 from cuqa_builder.run import GENERATION_FAILURES
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events

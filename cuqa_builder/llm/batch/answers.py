@@ -7,7 +7,8 @@ import json
 from typing import Any
 
 from cuqa_builder.llm.bodies import check_shape
-from cuqa_builder.llm.cache import CallRow, SubmittedRequest
+from cuqa_builder.llm.cache import CallRow
+from cuqa_builder.llm.cache_batches import SubmittedRequest
 from cuqa_builder.llm.prices import PriceTable
 from cuqa_builder.llm.secrets import Scrubber
 from cuqa_builder.llm.settings import LLMSettings

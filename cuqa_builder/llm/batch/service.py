@@ -15,7 +15,7 @@ from tqdm import tqdm
 
 from cuqa_builder.llm.batch.ledger import Sender, Waiting
 from cuqa_builder.llm.batch.wire import OutputLine, decoded, read_output
-from cuqa_builder.llm.cache import Submission
+from cuqa_builder.llm.cache_batches import Submission
 
 log = logging.getLogger(__name__)
 
