@@ -10,12 +10,10 @@ from pathlib import Path
 import pytest
 
 from cuqa_builder.cli.build import main
-from cuqa_builder.generation.algorithm import (
-    load_templates,
-)
 from cuqa_builder.generation.hard import choose_pairs, hard_id
 from cuqa_builder.generation.output_parsing import OutputError, parse_passage, parse_question
 from cuqa_builder.generation.seeding import candidate_id, draw
+from cuqa_builder.generation.steps import load_templates
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
 from cuqa_builder.llm.cache import CallCache
 from cuqa_builder.ner_memo import NerMemo

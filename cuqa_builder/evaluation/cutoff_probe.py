@@ -40,12 +40,9 @@ from cuqa_builder.cutoff_estimate import (
     month_accuracy,
     registry_path,
 )
-from cuqa_builder.generation.algorithm import (
-    UNKNOWN_QUESTION_GEN,
-    GenerationError,
-    Generator,
-)
+from cuqa_builder.generation.algorithm import Generator
 from cuqa_builder.generation.seeding import draw
+from cuqa_builder.generation.steps import UNKNOWN_QUESTION_GEN, GenerationError
 from cuqa_builder.jsonio import atomic_write_json, iter_jsonl, write_jsonl
 from cuqa_builder.llm.gateway import Gateway, open_gateway
 from cuqa_builder.llm.settings import LLMOptions, LLMSettings, resolve_settings

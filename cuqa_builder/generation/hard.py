@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from cuqa_builder.generation.algorithm import MERGE_QUESTIONS, Generator, merge_check
+from cuqa_builder.generation.algorithm import Generator
+from cuqa_builder.generation.steps import MERGE_QUESTIONS, merge_check
 from cuqa_builder.records import (
     Candidate,
     Entity,

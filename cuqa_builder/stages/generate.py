@@ -19,10 +19,10 @@ from contextlib import AsyncExitStack
 
 from tqdm import tqdm
 
-from cuqa_builder.generation.algorithm import GenerationError
 from cuqa_builder.generation.connected import ConnectedGenerator
 from cuqa_builder.generation.pool_report import PoolTally
 from cuqa_builder.generation.recipes import RECIPES
+from cuqa_builder.generation.steps import GenerationError
 from cuqa_builder.jsonio import iter_jsonl
 from cuqa_builder.llm.estimate import CallPlan
 from cuqa_builder.llm.gateway import Gateway, open_gateway

@@ -3,10 +3,10 @@ written; the items that failed last time with every call answered count as cache
 
 from __future__ import annotations
 
-from cuqa_builder.generation.algorithm import Sampling, load_templates
 from cuqa_builder.generation.estimate import StepRates, plan_easy, plan_hard
 from cuqa_builder.generation.recipes import RECIPES
 from cuqa_builder.generation.seeding import candidate_id
+from cuqa_builder.generation.steps import Sampling, load_templates
 from cuqa_builder.jsonio import iter_jsonl
 from cuqa_builder.llm.estimate import CallPlan, calibration, reads_a_cache
 from cuqa_builder.llm.settings import LLMSettings

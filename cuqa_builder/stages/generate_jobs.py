@@ -7,10 +7,11 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 
-from cuqa_builder.generation.algorithm import GenerationError, Generator, Made
+from cuqa_builder.generation.algorithm import Generator, Made
 from cuqa_builder.generation.connected import ConnectedGenerator
 from cuqa_builder.generation.hard import choose_pairs, merge_pair
 from cuqa_builder.generation.seeding import candidate_id
+from cuqa_builder.generation.steps import GenerationError
 from cuqa_builder.jsonio import read_jsonl
 from cuqa_builder.records import Candidate, Entity, Event
 from cuqa_builder.run import CANDIDATES, RunContext

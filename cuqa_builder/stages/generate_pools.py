@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
-from cuqa_builder.generation.algorithm import GenerationError
 from cuqa_builder.generation.connected import ConnectedGenerator
+from cuqa_builder.generation.steps import GenerationError
 from cuqa_builder.generation.yield_report import short
 from cuqa_builder.jsonio import iter_jsonl
 from cuqa_builder.llm.gateway import Gateway

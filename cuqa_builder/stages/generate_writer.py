@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from cuqa_builder.generation.algorithm import GenerationError, Made
+from cuqa_builder.generation.algorithm import Made
 from cuqa_builder.generation.seeding import candidate_id
+from cuqa_builder.generation.steps import GenerationError
 from cuqa_builder.generation.yield_report import SKIPPED, short
 from cuqa_builder.jsonio import JsonlAppender, atomic_write_text, keep_latest
 from cuqa_builder.llm.types import BatchCallFailed, LLMError
