@@ -19,15 +19,8 @@ from cuqa_builder.llm.cache import CallCache
 from cuqa_builder.ner_memo import NerMemo
 from cuqa_builder.passage_entities import PassageEntities
 from cuqa_builder.prompts import load_prompt
-from cuqa_builder.records import (
-    Candidate,
-    Entity,
-    Event,
-    EventSource,
-    GenerationFailure,
-    answer_aliases,
-    event_id,
-)
+from cuqa_builder.records.candidates import Candidate, GenerationFailure
+from cuqa_builder.records.events import Entity, Event, EventSource, answer_aliases, event_id
 from cuqa_builder.run import GENERATION_FAILURES as FAILURES
 from cuqa_builder.testing.algorithm_llm import (
     PASSAGE_ENTITIES,

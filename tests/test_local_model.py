@@ -22,7 +22,7 @@ from cuqa_builder.llm.local_registry import REGISTRY, installed_path, machine_sp
 from cuqa_builder.llm.settings import LLMSettings
 from cuqa_builder.llm.types import ChatRequest, ChatResult, GatewayStats
 from cuqa_builder.prompts import load_prompt
-from cuqa_builder.records import Event, EventSource
+from cuqa_builder.records.events import Event, EventSource
 from cuqa_builder.verification.replies import OpenBookReply, read_open_book
 
 pytestmark = pytest.mark.localmodel

@@ -47,22 +47,17 @@ from cuqa_builder.grounding.keys import entity_key
 from cuqa_builder.llm.client import LLMClient
 from cuqa_builder.ner import Token
 from cuqa_builder.prompts import PromptTemplate
-from cuqa_builder.records import (
-    Candidate,
-    Entity,
-    Event,
+from cuqa_builder.records.candidates import Candidate, Intermediates, PromptCall
+from cuqa_builder.records.events import Entity, Event, Link, answer_aliases
+from cuqa_builder.records.items import (
     EventRef,
     Evidence,
     GeneratorInfo,
-    Intermediates,
     KnownSource,
-    Link,
-    PoolRecord,
-    PromptCall,
     QuestionType,
     SubQuestion,
-    answer_aliases,
 )
+from cuqa_builder.records.pool import PoolRecord
 from cuqa_builder.text import contains_answer
 from cuqa_builder.verification.checker import ItemChecker
 

@@ -58,7 +58,9 @@ from cuqa_builder.generation.seeding import Draws, draw
 from cuqa_builder.generation.steps import MERGE_QUESTIONS, GenerationError, Step
 from cuqa_builder.generation.structural import describe_from_parse
 from cuqa_builder.grounding.keys import entity_key
-from cuqa_builder.records import BridgeTry, Candidate, Entity, Event, PromptCall
+from cuqa_builder.records.candidates import Candidate, PromptCall
+from cuqa_builder.records.events import Entity, Event
+from cuqa_builder.records.pool import BridgeTry
 from cuqa_builder.verification.checker import cutoff_phrase
 from cuqa_builder.verification.names import kind_of, names_of, surface_name
 

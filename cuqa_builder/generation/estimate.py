@@ -35,7 +35,8 @@ from cuqa_builder.generation.steps import (
 from cuqa_builder.jsonio import iter_jsonl
 from cuqa_builder.llm.estimate import CallPlan
 from cuqa_builder.prompts import PromptTemplate, load_prompt
-from cuqa_builder.records import Event, KnownSource
+from cuqa_builder.records.events import Event
+from cuqa_builder.records.items import KnownSource
 from cuqa_builder.verification.checker import CALL_NAMES
 from cuqa_builder.verification.pooled import (
     GUESS_MANY_TEMPLATE,

@@ -22,16 +22,9 @@ from cuqa_builder.generation.pool import Bridge, Draft, unknown_question
 from cuqa_builder.generation.steps import GenerationError
 from cuqa_builder.llm.types import LLMError
 from cuqa_builder.prompts import load_prompt
-from cuqa_builder.records import (
-    BridgeTry,
-    Candidate,
-    CheckerVerdict,
-    Event,
-    Intermediates,
-    PoolMember,
-    PoolRecord,
-    PromptCall,
-)
+from cuqa_builder.records.candidates import Candidate, CheckerVerdict, Intermediates, PromptCall
+from cuqa_builder.records.events import Event
+from cuqa_builder.records.pool import BridgeTry, PoolMember, PoolRecord
 from cuqa_builder.verification.checker import CHECKER_TEMPLATES, failure_check, failure_reason
 from cuqa_builder.verification.pooled import POOLED_TEMPLATES, PooledChecker, PooledQuestion
 

@@ -16,7 +16,9 @@ from cuqa_builder.generation.output_parsing import OutputError, parse_passage, p
 from cuqa_builder.llm.client import LLMClient, prompt_request
 from cuqa_builder.llm.types import LLMError
 from cuqa_builder.prompts import PromptTemplate, load_prompt
-from cuqa_builder.records import PoolRecord, PromptCall, QuestionType
+from cuqa_builder.records.candidates import PromptCall
+from cuqa_builder.records.items import QuestionType
+from cuqa_builder.records.pool import PoolRecord
 from cuqa_builder.similarity import SIMILAR, wording_similarity
 from cuqa_builder.text import contains_answer
 from cuqa_builder.verification.question_form import form_problem

@@ -12,7 +12,7 @@ from cuqa_builder.jsonio import count_records
 from cuqa_builder.llm.estimate import CallPlan, describe, one_per_model
 from cuqa_builder.llm.prices import PriceTable
 from cuqa_builder.llm.settings import LOCAL_SLOTS_MAX, resolve_settings
-from cuqa_builder.records import Event
+from cuqa_builder.records.events import Event
 from cuqa_builder.run import ARTICLES, EVENTS, LLM_CACHE, RunContext
 from cuqa_builder.snapshot import articles_dir
 from cuqa_builder.stages import generate_estimate, validate_estimate

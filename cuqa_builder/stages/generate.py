@@ -30,7 +30,8 @@ from cuqa_builder.llm.settings import LLMSettings, resolve_settings
 from cuqa_builder.llm.types import GatewayStats
 from cuqa_builder.ner import Token
 from cuqa_builder.passage_entities import PassageEntities
-from cuqa_builder.records import Entity, Event, PoolRecord
+from cuqa_builder.records.events import Entity, Event
+from cuqa_builder.records.pool import PoolRecord
 from cuqa_builder.run import (
     EVENTS,
     GENERATION_FAILURES,

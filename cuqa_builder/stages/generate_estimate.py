@@ -10,7 +10,8 @@ from cuqa_builder.generation.steps import Sampling, load_templates
 from cuqa_builder.jsonio import iter_jsonl
 from cuqa_builder.llm.estimate import CallPlan, calibration, reads_a_cache
 from cuqa_builder.llm.settings import LLMSettings
-from cuqa_builder.records import Event, GenerationFailure
+from cuqa_builder.records.candidates import GenerationFailure
+from cuqa_builder.records.events import Event
 from cuqa_builder.run import CANDIDATES, GENERATION_FAILURES, RunContext, load_run_info
 from cuqa_builder.stages.generate_resume import plan_todo
 from cuqa_builder.stages.generate_tally import Tally

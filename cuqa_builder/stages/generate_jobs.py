@@ -13,7 +13,8 @@ from cuqa_builder.generation.hard import choose_pairs, merge_pair
 from cuqa_builder.generation.seeding import candidate_id
 from cuqa_builder.generation.steps import GenerationError
 from cuqa_builder.jsonio import read_jsonl
-from cuqa_builder.records import Candidate, Entity, Event
+from cuqa_builder.records.candidates import Candidate
+from cuqa_builder.records.events import Entity, Event
 from cuqa_builder.run import CANDIDATES, RunContext
 from cuqa_builder.stages.generate_resume import Todo
 from cuqa_builder.stages.generate_tally import Tally

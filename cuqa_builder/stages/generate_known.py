@@ -6,7 +6,7 @@ from __future__ import annotations
 from cuqa_builder.generation.algorithm import Generator, KnownArticle
 from cuqa_builder.grounding.articles import ArticleStore, open_article_store
 from cuqa_builder.grounding.keys import entity_key
-from cuqa_builder.records import Entity, Event
+from cuqa_builder.records.events import Entity, Event
 from cuqa_builder.run import RunContext
 from cuqa_builder.stages.generate_tally import Tally
 

@@ -11,7 +11,7 @@ from cuqa_builder.generation.steps import GenerationError
 from cuqa_builder.generation.yield_report import short
 from cuqa_builder.jsonio import iter_jsonl
 from cuqa_builder.llm.gateway import Gateway
-from cuqa_builder.records import Event
+from cuqa_builder.records.events import Event
 from cuqa_builder.run import EVENTS, POOL, RunContext, load_run_info
 from cuqa_builder.stages.generate_resume import Todo
 from cuqa_builder.stages.generate_tally import Tally

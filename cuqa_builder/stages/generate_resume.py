@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel
 
 from cuqa_builder.jsonio import iter_jsonl, numbered_jsonl, read_jsonl, write_jsonl
-from cuqa_builder.records import Candidate, Event
+from cuqa_builder.records.candidates import Candidate
+from cuqa_builder.records.events import Event
 from cuqa_builder.refresh import stale_candidates
 from cuqa_builder.run import CANDIDATES, EVENTS, RunContext
 from cuqa_builder.stages.generate_tally import Tally

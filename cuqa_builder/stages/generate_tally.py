@@ -17,7 +17,7 @@ from cuqa_builder.llm.batch.summary import describe_batches, files_read
 from cuqa_builder.llm.estimate import CallPlan, compare
 from cuqa_builder.llm.gateway import Gateway
 from cuqa_builder.llm.types import GatewayStats
-from cuqa_builder.records import Candidate, GenerationFailure, PromptCall
+from cuqa_builder.records.candidates import Candidate, GenerationFailure, PromptCall
 from cuqa_builder.run import CANDIDATES, GENERATION_FAILURES, LLM_CACHE, RunContext
 from cuqa_builder.verification.checker import ItemChecker
 

@@ -12,7 +12,8 @@ from cuqa_builder.generation.steps import GenerationError
 from cuqa_builder.generation.yield_report import SKIPPED, short
 from cuqa_builder.jsonio import JsonlAppender, atomic_write_text, keep_latest
 from cuqa_builder.llm.types import BatchCallFailed, LLMError
-from cuqa_builder.records import Candidate, GenerationFailure, PoolRecord
+from cuqa_builder.records.candidates import Candidate, GenerationFailure
+from cuqa_builder.records.pool import PoolRecord
 from cuqa_builder.run import CANDIDATES, GENERATION_FAILURES, POOL, RunContext, save_run_info
 from cuqa_builder.stages.generate_jobs import Job
 from cuqa_builder.stages.generate_tally import Tally

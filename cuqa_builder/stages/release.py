@@ -48,7 +48,9 @@ from cuqa_builder.jsonio import (
     write_jsonl,
 )
 from cuqa_builder.prompts import PromptError, load_prompt
-from cuqa_builder.records import Candidate, CuqaItem, Event, EventRef
+from cuqa_builder.records.candidates import Candidate
+from cuqa_builder.records.events import Event
+from cuqa_builder.records.items import CuqaItem, EventRef
 from cuqa_builder.refresh import STALE, event_refs, staleness
 from cuqa_builder.review_report import ReviewReport
 from cuqa_builder.run import (

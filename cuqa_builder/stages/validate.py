@@ -22,14 +22,9 @@ from cuqa_builder.item_mix import mix_line
 from cuqa_builder.jsonio import iter_jsonl, read_jsonl, write_jsonl
 from cuqa_builder.llm.types import GatewayStats
 from cuqa_builder.prompts import load_prompt
-from cuqa_builder.records import (
-    Candidate,
-    CheckFailure,
-    CuqaItem,
-    Event,
-    GenerationFailure,
-    GroundingVerdict,
-)
+from cuqa_builder.records.candidates import Candidate, CheckFailure, GenerationFailure
+from cuqa_builder.records.events import Event
+from cuqa_builder.records.items import CuqaItem, GroundingVerdict
 from cuqa_builder.refresh import STALE, stale_candidates
 from cuqa_builder.review_report import ReviewReport
 from cuqa_builder.run import (

@@ -13,7 +13,7 @@ from cuqa_builder.llm.estimate import CallPlan, PlanningGateway, StandIn, cache_
 from cuqa_builder.llm.settings import LLMSettings, resolve_settings
 from cuqa_builder.llm.types import ChatRequest
 from cuqa_builder.prompts import load_prompt
-from cuqa_builder.records import Candidate
+from cuqa_builder.records.candidates import Candidate
 from cuqa_builder.run import CANDIDATES, LLM_CACHE, RunContext
 from cuqa_builder.stages.endpoints import model_settings, probe_settings
 from cuqa_builder.stages.validate import checker_model, grounding_failures, mark_stale
