@@ -13,7 +13,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from cuqa_builder.llm.batch.rounds import Rounds
 from cuqa_builder.llm.cache import CallCache, CallRow, canonical_request, request_key
@@ -36,7 +36,10 @@ from cuqa_builder.prompts import PromptTemplate
 log = logging.getLogger("cuqa_builder.llm.gateway")  # the gateway's calls: its name in the log
 
 
-class ModelCalls(ABC):
+ClientT = TypeVar("ClientT")
+
+
+class ModelCalls(ABC, Generic[ClientT]):
     """What every call to a model goes through, whatever its endpoint: the call cache,
     identical requests joined, the calls Ctrl-C left on the wire kept until cached, the
     concurrency slots, the rate limits, the retries and the counts. `Gateway` (gateway.py)
@@ -44,6 +47,7 @@ class ModelCalls(ABC):
 
     def __init__(
         self,
+        client: ClientT,
         model: str,
         settings: LLMSettings,
         cache: CallCache | None,
@@ -52,6 +56,7 @@ class ModelCalls(ABC):
         concurrency: int,
     ) -> None:
         self.model = model
+        self._client = client  # what `_attempt` sends with
         self._settings = settings
         self._cache = cache
         self._prices = prices

@@ -92,22 +92,9 @@ class LocalEndpoint:
             SERVERS.release(self._server)
 
 
-class Gateway(ModelCalls):
+class Gateway(ModelCalls[openai.AsyncOpenAI | LocalEndpoint]):
     """A model at its OpenAI-compatible endpoint (or the embedded model's server): the calls of
     `ModelCalls` (llm/calls.py), each attempt made with the `openai` client."""
-
-    def __init__(
-        self,
-        client: openai.AsyncOpenAI | LocalEndpoint,
-        model: str,
-        settings: LLMSettings,
-        cache: CallCache | None,
-        prices: PriceTable,
-        secret: str | None,
-        concurrency: int,
-    ) -> None:
-        super().__init__(model, settings, cache, prices, secret, concurrency)
-        self._client = client
 
     async def _attempt(self, request: ChatRequest) -> tuple[dict[str, Any], str, float]:
         # The embedded model loads before the clock starts: a call's latency is the model's.
