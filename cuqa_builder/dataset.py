@@ -12,7 +12,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from cuqa_builder.errors import CuqaError, describe_validation_error
-from cuqa_builder.records import CuqaItem
+from cuqa_builder.records.items import CuqaItem
 from cuqa_builder.run import DATASET
 
 SUBSET_PREFIX = "cutoff-"  # a multi-cutoff release's subset folders: cutoff-2023-10/

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from cuqa_builder.records import Entity, Link
+from cuqa_builder.records.events import Entity, Link
 
 USEFUL_LABELS = frozenset(
     {

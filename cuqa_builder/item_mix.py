@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from cuqa_builder.records import CuqaItem
+from cuqa_builder.records.items import CuqaItem
 
 UNSTATED = "none"  # an item that says no property (the paper's recipe), an event without a category
 

@@ -29,7 +29,7 @@ from cuqa_builder.event_entities import (
     merge_with_links,
     span_entity,
 )
-from cuqa_builder.records import Entity, Event
+from cuqa_builder.records.events import Entity, Event
 
 if TYPE_CHECKING:  # spaCy takes seconds to import: only when an extractor is made
     from spacy.language import Language

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import TypeAdapter
 
-from cuqa_builder.records import Entity
+from cuqa_builder.records.events import Entity
 from cuqa_builder.sqlite_store import open_store
 
 _SCHEMA = """

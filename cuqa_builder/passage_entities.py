@@ -10,7 +10,7 @@ from pathlib import Path
 
 from cuqa_builder.ner import EntityExtractor, Token, parse_tokens
 from cuqa_builder.ner_memo import NerMemo
-from cuqa_builder.records import Entity
+from cuqa_builder.records.events import Entity
 
 
 class PassageEntities:

@@ -30,7 +30,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from cuqa_builder.records import Candidate, CheckFailure, CuqaItem, Event, EventRef, event_id
+from cuqa_builder.records.candidates import Candidate, CheckFailure
+from cuqa_builder.records.events import Event, event_id
+from cuqa_builder.records.items import CuqaItem, EventRef
 
 SAME_EVENT_RATIO = 0.6  # rewordings score ~0.7-0.95; two different news items rarely 0.5
 STALE = "event_changed"  # the validation check a stale candidate fails

@@ -26,10 +26,11 @@ from cuqa_builder.dataset_card import (
 )
 from cuqa_builder.errors import CuqaError, UsageError
 from cuqa_builder.jsonio import atomic_write_json, atomic_write_text, read_model
-from cuqa_builder.records import CuqaItem
+from cuqa_builder.records.items import CuqaItem
 from cuqa_builder.refresh import ChangeCounts
 from cuqa_builder.run import MANIFEST
-from cuqa_builder.stages.release import page_origin, prompt_sources
+from cuqa_builder.stages.release import page_origin
+from cuqa_builder.stages.release_stats import prompt_sources
 
 COMPARED_FIELDS = ("question", "answer", "review")  # named in the changelog; the rest is "other"
 

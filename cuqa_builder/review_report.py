@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from cuqa_builder.records import CheckFailure
+from cuqa_builder.records.candidates import CheckFailure
 
 Status = Literal["accepted", "rejected", "tie", "pending", "incomplete", "sent_back",
                  "disputed"]

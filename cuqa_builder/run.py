@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field, ValidationError
 from cuqa_builder.cutoff_estimate import CutoffProbeResult, ProbeModelCheck
 from cuqa_builder.errors import CuqaError, describe_validation_error
 from cuqa_builder.jsonio import atomic_write_json, count_records, read_model
-from cuqa_builder.records import Record
+from cuqa_builder.records.base import Record
 from cuqa_builder.snapshot import ARTICLES_SUBDIR, SnapshotError
 from cuqa_builder.stages.options import BuildOptions
 from cuqa_builder.validation.limits import Limits

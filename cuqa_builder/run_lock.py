@@ -21,7 +21,7 @@ from filelock import FileLock, Timeout
 
 from cuqa_builder.errors import CuqaError
 from cuqa_builder.jsonio import can_write_in
-from cuqa_builder.records import Record
+from cuqa_builder.records.base import Record
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from cuqa_builder.errors import CuqaError, describe_validation_error
 from cuqa_builder.jsonio import atomic_write_json, atomic_write_text
-from cuqa_builder.records import Page, PageMeta
+from cuqa_builder.records.pages import Page, PageMeta
 
 ARTICLES_SUBDIR = "articles"
 _YEAR_TITLE = re.compile(r"^\d{4}$")

@@ -25,7 +25,7 @@ from pathlib import Path
 from bench_common import bench_arguments, judged
 
 from cuqa_builder.grounding.article_text import article_text
-from cuqa_builder.records import Page, PageMeta
+from cuqa_builder.records.pages import Page, PageMeta
 
 FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "articles"
 SIZES_KB = (10, 20, 40, 80, 160, 330)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from bench_common import bench_arguments
 
-from cuqa_builder.records import Event, EventSource
+from cuqa_builder.records.events import Event, EventSource
 from cuqa_builder.retrieval.bm25 import BM25Retriever, event_passage
 
 VOCABULARY = 60_000

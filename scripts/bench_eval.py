@@ -33,14 +33,8 @@ from bench_common import bench_arguments
 
 from cuqa_builder.cli.evaluate import main as cuqa_eval
 from cuqa_builder.jsonio import write_jsonl
-from cuqa_builder.records import (
-    CuqaItem,
-    Event,
-    EventRef,
-    EventSource,
-    GeneratorInfo,
-    SubQuestion,
-)
+from cuqa_builder.records.events import Event, EventSource
+from cuqa_builder.records.items import CuqaItem, EventRef, GeneratorInfo, SubQuestion
 from cuqa_builder.solvers import METHODS
 from cuqa_builder.testing.openai_server import Reply, ScriptedLLM, last_user_message
 

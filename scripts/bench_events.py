@@ -40,7 +40,8 @@ from bench_common import bench_arguments
 
 from cuqa_builder.jsonio import write_jsonl
 from cuqa_builder.ner import EntityExtractor, default_processes
-from cuqa_builder.records import Event, Page, PageMeta
+from cuqa_builder.records.events import Event
+from cuqa_builder.records.pages import Page, PageMeta
 from cuqa_builder.snapshot import SnapshotError, iter_snapshot, page_kind, write_page
 from cuqa_builder.wiki.titles import portal_title
 

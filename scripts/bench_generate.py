@@ -29,9 +29,8 @@ from bench_common import bench_arguments
 
 from cuqa_builder.cli.build import main as build
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
-from cuqa_builder.records import Candidate
+from cuqa_builder.records.candidates import Candidate, GenerationFailure
 from cuqa_builder.run import GENERATION_FAILURES as FAILURES
-from cuqa_builder.stages.generate import GenerationFailure
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events
 from cuqa_builder.testing.openai_server import Reply, ScriptedLLM
 

@@ -40,7 +40,7 @@ from bench_common import bench_arguments, judged
 from bench_generate import ServerProcess, timed_build
 
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
-from cuqa_builder.records import Candidate
+from cuqa_builder.records.candidates import Candidate
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events
 from cuqa_builder.testing.batch_server import answer_batch_file
 from cuqa_builder.testing.openai_server import Reply, last_user_message

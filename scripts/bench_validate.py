@@ -24,16 +24,9 @@ from bench_common import bench_arguments, judged
 
 from cuqa_builder.cli.build import parse_options
 from cuqa_builder.jsonio import write_jsonl
-from cuqa_builder.records import (
-    Candidate,
-    Entity,
-    EventRef,
-    GeneratorInfo,
-    Intermediates,
-    Pairing,
-    PromptCall,
-    SubQuestion,
-)
+from cuqa_builder.records.candidates import Candidate, Intermediates, Pairing, PromptCall
+from cuqa_builder.records.events import Entity
+from cuqa_builder.records.items import EventRef, GeneratorInfo, SubQuestion
 from cuqa_builder.run import CANDIDATES, RunContext
 from cuqa_builder.stages import validate
 from cuqa_builder.validation.checks import Limits, check_all

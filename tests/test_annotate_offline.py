@@ -38,14 +38,8 @@ from cuqa_builder.annotation.tasks import (
 )
 from cuqa_builder.cli.annotate import main
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
-from cuqa_builder.records import (
-    Candidate,
-    CheckFailure,
-    CuqaItem,
-    Evidence,
-    GroundingVerdict,
-    Validation,
-)
+from cuqa_builder.records.candidates import Candidate, CheckFailure, Validation
+from cuqa_builder.records.items import CuqaItem, Evidence, GroundingVerdict
 from cuqa_builder.testing.annotate_fixtures import (
     NOT_UNKNOWN,
     accept,

@@ -21,7 +21,9 @@ import pytest
 from cuqa_builder.grounding.article_text import ArticleText, article_text
 from cuqa_builder.grounding.lookups import ArticleLookup
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
-from cuqa_builder.records import Candidate, Entity, Page, PageMeta
+from cuqa_builder.records.candidates import Candidate
+from cuqa_builder.records.events import Entity
+from cuqa_builder.records.pages import Page, PageMeta
 from cuqa_builder.testing.mediawiki_render import WRAPPER, render_page
 from cuqa_builder.testing.mediawiki_server import MediaWikiServer
 from tests.validation_samples import _intermediates, aab

@@ -12,7 +12,8 @@ import pytest
 from cuqa_builder.grounding.article_text import ArticleText, article_text, split_sentences
 from cuqa_builder.grounding.articles import ArticleStore
 from cuqa_builder.grounding.infobox import Relation
-from cuqa_builder.records import Entity, Link, Page, PageMeta
+from cuqa_builder.records.events import Entity, Link
+from cuqa_builder.records.pages import Page, PageMeta
 from cuqa_builder.snapshot import page_path, read_page, sha256_text, write_page
 from cuqa_builder.testing.mediawiki_server import MediaWikiServer
 from cuqa_builder.wiki.api import WikiError

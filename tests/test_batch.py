@@ -18,10 +18,10 @@ import pytest
 
 from cuqa_builder.cli.build import main
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
-from cuqa_builder.llm.cache import CacheSummary, CallCache, FailedLine
-from cuqa_builder.records import Candidate
+from cuqa_builder.llm.cache import CacheSummary, CallCache
+from cuqa_builder.llm.cache_batches import FailedLine
+from cuqa_builder.records.candidates import Candidate, GenerationFailure
 from cuqa_builder.run import GENERATION_FAILURES
-from cuqa_builder.stages.generate import GenerationFailure
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events
 from cuqa_builder.testing.batch_server import ScriptedBatches, answer_batch_file
 from cuqa_builder.testing.openai_server import Reply, ScriptedLLM, last_user_message

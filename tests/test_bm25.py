@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from cuqa_builder.jsonio import write_jsonl
-from cuqa_builder.records import Event, EventSource
+from cuqa_builder.records.events import Event, EventSource
 from cuqa_builder.retrieval.bm25 import (
     ARRAYS_DIR,
     CORPUS_INFO,

@@ -20,7 +20,7 @@ from cuqa_builder.generation.bridges import (
 )
 from cuqa_builder.generation.connected import ConnectedGenerator
 from cuqa_builder.ner import EntityExtractor
-from cuqa_builder.records import Entity, Event, EventSource, Link
+from cuqa_builder.records.events import Entity, Event, EventSource, Link
 
 
 def _event(text: str, entities: list[Entity], links: list[Link] | None = None) -> Event:

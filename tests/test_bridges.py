@@ -17,7 +17,7 @@ from cuqa_builder.generation.bridges import (
     set_aside_reason,
     usable,
 )
-from cuqa_builder.records import Entity
+from cuqa_builder.records.events import Entity
 from cuqa_builder.verification.names import canonical_name, substitute, surface_name
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from cuqa_builder.cli.build import main
 from cuqa_builder.jsonio import read_jsonl
-from cuqa_builder.records import Event
+from cuqa_builder.records.events import Event
 from cuqa_builder.run import EVENTS, MANIFEST, PAGES_DIR
 from cuqa_builder.snapshot import iter_snapshot
 from cuqa_builder.testing.mediawiki_server import MediaWikiServer

@@ -19,7 +19,7 @@ import pytest
 import cuqa_builder
 from cuqa_builder.cli.annotate import main as annotate
 from cuqa_builder.cli.build import main
-from cuqa_builder.llm.local import REGISTRY
+from cuqa_builder.llm.local_registry import REGISTRY
 from cuqa_builder.run import ARTICLE_PAGES
 from cuqa_builder.snapshot import articles_dir, iter_snapshot
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder

@@ -22,7 +22,7 @@ import tomllib
 
 from cuqa_builder.cli import INTERRUPTED, annotate, build, diff, evaluate, models
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
-from cuqa_builder.records import Candidate
+from cuqa_builder.records.candidates import Candidate
 from cuqa_builder.run import RunContext
 from cuqa_builder.stages.options import BuildOptions
 from cuqa_builder.stages.registry import STAGES, MissingInputError, producer_of, run_stage

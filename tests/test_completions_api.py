@@ -16,7 +16,7 @@ from cuqa_builder.cli.evaluate import main
 from cuqa_builder.jsonio import write_jsonl
 from cuqa_builder.llm.cache import CallCache
 from cuqa_builder.llm.settings import LLMSettings
-from cuqa_builder.records import Event
+from cuqa_builder.records.events import Event
 from cuqa_builder.testing.openai_server import Reply, RuleResponder, ScriptedLLM
 from tests.test_eval_cli import FACTS, ITEMS, SOURCE, scripted_model
 from tests.test_gateway import Script, ask, with_gateway

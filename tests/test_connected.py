@@ -38,20 +38,11 @@ from cuqa_builder.generation.structural import describe_from_parse
 from cuqa_builder.grounding.article_text import article_text
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
 from cuqa_builder.ner import parse_tokens
-from cuqa_builder.records import (
-    Candidate,
-    Entity,
-    Event,
-    EventRef,
-    Evidence,
-    GenerationFailure,
-    GeneratorInfo,
-    Intermediates,
-    Link,
-    Page,
-    PageMeta,
-    PoolRecord,
-)
+from cuqa_builder.records.candidates import Candidate, GenerationFailure, Intermediates
+from cuqa_builder.records.events import Entity, Event, Link
+from cuqa_builder.records.items import EventRef, Evidence, GeneratorInfo
+from cuqa_builder.records.pages import Page, PageMeta
+from cuqa_builder.records.pool import PoolRecord
 from cuqa_builder.run import load_run_info
 from cuqa_builder.snapshot import articles_dir, iter_snapshot
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events

@@ -11,7 +11,7 @@ import pytest
 from cuqa_builder.cli.build import main
 from cuqa_builder.grounding.evidence import critic_lines
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
-from cuqa_builder.records import Candidate, CheckFailure
+from cuqa_builder.records.candidates import Candidate, CheckFailure
 from cuqa_builder.testing.openai_server import Reply, ScriptedLLM, last_user_message
 from cuqa_builder.validation.critic import CRITERIA, parse_verdicts
 from cuqa_builder.validation.near_duplicates import find_near_duplicates

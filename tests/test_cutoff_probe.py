@@ -18,7 +18,8 @@ from cuqa_builder.cutoff_estimate import (
     wilson_interval,
 )
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
-from cuqa_builder.records import Event, SubQuestion
+from cuqa_builder.records.events import Event
+from cuqa_builder.records.items import SubQuestion
 from cuqa_builder.run import load_run_info
 from cuqa_builder.testing.cutoff_llm import KnowledgeResponder, dated_events
 from cuqa_builder.testing.openai_server import ScriptedLLM

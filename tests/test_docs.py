@@ -19,7 +19,7 @@ import yaml
 from markdown.extensions.toc import slugify
 
 from cuqa_builder.cli.build import main
-from cuqa_builder.records import CuqaItem
+from cuqa_builder.records.items import CuqaItem
 from tests.documentation import DOCS, README, ROOT, docs_page
 
 README_LINES = 250

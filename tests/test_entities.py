@@ -10,7 +10,7 @@ import pytest
 from cuqa_builder.event_entities import LINK_LABEL, NerSpan, merge_with_links
 from cuqa_builder.generation.bridges import COMMON_NOUN, DEMONYM, OFFICE, usable
 from cuqa_builder.ner import EntityExtractor, SpacyModelError
-from cuqa_builder.records import Entity, Event, EventSource, Link
+from cuqa_builder.records.events import Entity, Event, EventSource, Link
 
 
 @pytest.fixture(scope="module")

@@ -13,11 +13,11 @@ import pytest
 from cuqa_builder.cli.build import main as build
 from cuqa_builder.cli.evaluate import main as evaluate
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
-from cuqa_builder.llm.local import record_speed
+from cuqa_builder.llm.local_registry import record_speed
 from cuqa_builder.llm.prices import PriceTable
 from cuqa_builder.llm.types import SpeedSums
-from cuqa_builder.records import GenerationFailure
-from cuqa_builder.stages.generate import EVENTS_CHECKED_TOGETHER
+from cuqa_builder.records.candidates import GenerationFailure
+from cuqa_builder.stages.generate_resume import EVENTS_CHECKED_TOGETHER
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events
 from cuqa_builder.testing.openai_server import Reply, ScriptedLLM, last_user_message
 from cuqa_builder.testing.pool_llm import PoolResponder

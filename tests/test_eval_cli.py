@@ -19,7 +19,8 @@ import pytest
 
 from cuqa_builder.cli.evaluate import main
 from cuqa_builder.jsonio import write_jsonl
-from cuqa_builder.records import CuqaItem, Event, EventRef, EventSource, GeneratorInfo, SubQuestion
+from cuqa_builder.records.events import Event, EventSource
+from cuqa_builder.records.items import CuqaItem, EventRef, GeneratorInfo, SubQuestion
 from cuqa_builder.testing.batch_server import answer_batch_file
 from cuqa_builder.testing.openai_server import Reply, ScriptedLLM, last_user_message
 from tests.test_eval_inputs import freshqa_row, write_freshqa

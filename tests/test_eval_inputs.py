@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cuqa_builder.evaluation.datasets import EvalInputError, load_items, source_event_ids
-from cuqa_builder.records import CuqaItem, EventRef, GeneratorInfo, SubQuestion
+from cuqa_builder.records.items import CuqaItem, EventRef, GeneratorInfo, SubQuestion
 
 FRESHQA_HEADER = [
     "id", "split", "question", "effective_year", "next_review", "false_premise", "num_hops",

@@ -15,7 +15,8 @@ import pytest
 
 from cuqa_builder.cli.build import main
 from cuqa_builder.jsonio import read_jsonl
-from cuqa_builder.records import Event, Page, PageMeta
+from cuqa_builder.records.events import Event
+from cuqa_builder.records.pages import Page, PageMeta
 from cuqa_builder.run import index_url_for
 from cuqa_builder.snapshot import read_page, write_page
 from cuqa_builder.stages import events as events_stage

@@ -10,7 +10,8 @@ import pytest
 
 from cuqa_builder.grounding.article_text import article_text
 from cuqa_builder.ner import EntityExtractor
-from cuqa_builder.records import Event, Page
+from cuqa_builder.records.events import Event
+from cuqa_builder.records.pages import Page
 from cuqa_builder.snapshot import articles_dir, iter_snapshot, page_kind
 from cuqa_builder.stages.events import parse_page
 from cuqa_builder.window import Window

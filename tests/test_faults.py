@@ -30,7 +30,8 @@ from typing import Any
 import pytest
 
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
-from cuqa_builder.records import Candidate, Entity, Event, GenerationFailure
+from cuqa_builder.records.candidates import Candidate, GenerationFailure
+from cuqa_builder.records.events import Entity, Event
 from cuqa_builder.run import CANDIDATES, EVENTS, GENERATION_FAILURES
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events
 from cuqa_builder.testing.batch_server import answer_batch_file

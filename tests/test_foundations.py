@@ -11,7 +11,8 @@ import pytest
 from cuqa_builder.cli.build import main
 from cuqa_builder.jsonio import JsonlAppender, JsonlError, iter_jsonl, numbered_jsonl, read_jsonl
 from cuqa_builder.prompts import PromptError, load_prompt
-from cuqa_builder.records import Link, Page, PageMeta
+from cuqa_builder.records.events import Link
+from cuqa_builder.records.pages import Page, PageMeta
 from cuqa_builder.snapshot import (
     SnapshotError,
     iter_snapshot,

@@ -10,27 +10,18 @@ from pathlib import Path
 import pytest
 
 from cuqa_builder.cli.build import main
-from cuqa_builder.generation.algorithm import (
-    load_templates,
-)
 from cuqa_builder.generation.hard import choose_pairs, hard_id
 from cuqa_builder.generation.output_parsing import OutputError, parse_passage, parse_question
 from cuqa_builder.generation.seeding import candidate_id, draw
+from cuqa_builder.generation.steps import load_templates
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
 from cuqa_builder.llm.cache import CallCache
 from cuqa_builder.ner_memo import NerMemo
 from cuqa_builder.passage_entities import PassageEntities
 from cuqa_builder.prompts import load_prompt
-from cuqa_builder.records import (
-    Candidate,
-    Entity,
-    Event,
-    EventSource,
-    answer_aliases,
-    event_id,
-)
+from cuqa_builder.records.candidates import Candidate, GenerationFailure
+from cuqa_builder.records.events import Entity, Event, EventSource, answer_aliases, event_id
 from cuqa_builder.run import GENERATION_FAILURES as FAILURES
-from cuqa_builder.stages.generate import GenerationFailure
 from cuqa_builder.testing.algorithm_llm import (
     PASSAGE_ENTITIES,
     AlgorithmResponder,

@@ -14,7 +14,9 @@ from cuqa_builder.grounding.articles import ArticleStore
 from cuqa_builder.grounding.evidence import grounding_lines
 from cuqa_builder.grounding.lookups import cutoff_moment
 from cuqa_builder.grounding.verdicts import BRIDGE, KNOWN_HOP, Grounder, spacy_analyser
-from cuqa_builder.records import Candidate, Entity, Page, PageMeta
+from cuqa_builder.records.candidates import Candidate
+from cuqa_builder.records.events import Entity
+from cuqa_builder.records.pages import Page, PageMeta
 from cuqa_builder.snapshot import read_page, sha256_text, write_page
 from cuqa_builder.testing.mediawiki_server import MediaWikiServer
 from cuqa_builder.wiki.client import MediaWikiClient

@@ -13,7 +13,7 @@ import pytest
 
 from cuqa_builder.cli.build import main
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
-from cuqa_builder.records import Event
+from cuqa_builder.records.events import Event
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events
 from cuqa_builder.testing.openai_server import Reply, ScriptedLLM
 

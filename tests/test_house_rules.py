@@ -116,13 +116,13 @@ def test_a_forbidden_import_breaks_the_contract_that_names_the_rule(tmp_path: Pa
                     ignore=shutil.ignore_patterns("__pycache__"))
     kept = lint_imports(tmp_path)
     assert kept.returncode == 0, kept.stdout + kept.stderr
-    records = tmp_path / PACKAGE.name / "records.py"
+    records = tmp_path / PACKAGE.name / "records" / "items.py"
     records.write_text(records.read_text(encoding="utf-8") + "\nimport openai  # noqa\n",
                        encoding="utf-8")
     broken = lint_imports(tmp_path)
     assert broken.returncode == 1
     report = " ".join(broken.stdout.split())  # the report wraps long names
     assert "Only llm/gateway.py imports openai BROKEN" in report
-    assert "The records know no model: records.py imports neither llm/ nor a model library " \
+    assert "The records know no model: records/ imports neither llm/ nor a model library " \
         "BROKEN" in report
     assert re.search(r"Contracts: \d+ kept, 2 broken\.", report), report

@@ -13,7 +13,8 @@ import pytest
 
 from cuqa_builder.cli.evaluate import main
 from cuqa_builder.jsonio import write_jsonl
-from cuqa_builder.records import Event, Page, PageMeta
+from cuqa_builder.records.events import Event
+from cuqa_builder.records.pages import Page, PageMeta
 from cuqa_builder.retrieval.bm25 import BM25Retriever
 from cuqa_builder.retrieval.pages import pack, page_passages, paragraphs
 from cuqa_builder.snapshot import write_page

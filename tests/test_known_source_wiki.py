@@ -13,7 +13,9 @@ from cuqa_builder.grounding.article_text import article_text
 from cuqa_builder.grounding.evidence import grounding_lines
 from cuqa_builder.grounding.lookups import ArticleLookup
 from cuqa_builder.jsonio import read_jsonl
-from cuqa_builder.records import Candidate, CuqaItem, GenerationFailure, Page
+from cuqa_builder.records.candidates import Candidate, GenerationFailure
+from cuqa_builder.records.items import CuqaItem
+from cuqa_builder.records.pages import Page
 from cuqa_builder.snapshot import articles_dir, iter_snapshot
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder
 from cuqa_builder.testing.mediawiki_server import MediaWikiServer

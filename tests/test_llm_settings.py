@@ -12,7 +12,7 @@ from cuqa_builder.cores import available_cores
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
 from cuqa_builder.llm.local import LocalServer
 from cuqa_builder.llm.settings import DEFAULT_LOCAL_MODEL, resolve_settings
-from cuqa_builder.records import Candidate
+from cuqa_builder.records.candidates import Candidate
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events
 from cuqa_builder.testing.openai_server import ScriptedLLM
 

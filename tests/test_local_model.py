@@ -17,17 +17,12 @@ import pytest
 from cuqa_builder.cli.evaluate import main as evaluate_main
 from cuqa_builder.jsonio import write_jsonl
 from cuqa_builder.llm.gateway import open_gateway
-from cuqa_builder.llm.local import (
-    REGISTRY,
-    SERVERS,
-    LocalServer,
-    installed_path,
-    machine_speed,
-)
+from cuqa_builder.llm.local import SERVERS, LocalServer
+from cuqa_builder.llm.local_registry import REGISTRY, installed_path, machine_speed
 from cuqa_builder.llm.settings import LLMSettings
 from cuqa_builder.llm.types import ChatRequest, ChatResult, GatewayStats
 from cuqa_builder.prompts import load_prompt
-from cuqa_builder.records import Event, EventSource
+from cuqa_builder.records.events import Event, EventSource
 from cuqa_builder.verification.replies import OpenBookReply, read_open_book
 
 pytestmark = pytest.mark.localmodel

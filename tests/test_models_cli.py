@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from cuqa_builder.cli.models import main
-from cuqa_builder.llm.local import REGISTRY, LocalModel, WheelPart, ensure_model
+from cuqa_builder.llm.local_pull import ensure_model
+from cuqa_builder.llm.local_registry import REGISTRY, LocalModel, WheelPart
 from cuqa_builder.testing.loopback import LoopbackServer, QuietHandler
 
 SMALL = "smollm2-135m-instruct-q4_1"

@@ -17,7 +17,8 @@ import pytest
 
 from cuqa_builder.llm.gateway import open_gateway
 from cuqa_builder.llm.settings import LLMSettings
-from cuqa_builder.records import CheckerVerdict, Event
+from cuqa_builder.records.candidates import CheckerVerdict
+from cuqa_builder.records.events import Event
 from cuqa_builder.testing.openai_server import Reply, ScriptedLLM, last_user_message
 from cuqa_builder.verification.checker import ONE_THING, failure_reason
 from cuqa_builder.verification.pooled import PooledChecker, PooledQuestion, deal

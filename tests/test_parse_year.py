@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from cuqa_builder.records import Link, Page, PageMeta, event_id
+from cuqa_builder.records.events import Link, event_id
+from cuqa_builder.records.pages import Page, PageMeta
 from cuqa_builder.snapshot import read_page
 from cuqa_builder.wiki.render import render
 from cuqa_builder.wiki.wikitext import ParseError, iter_lines, parse_wikitext

@@ -14,7 +14,7 @@ import pytest
 
 from cuqa_builder.cli.build import main
 from cuqa_builder.jsonio import count_records, read_jsonl
-from cuqa_builder.records import PoolRecord
+from cuqa_builder.records.pool import PoolRecord
 from cuqa_builder.run import load_run_info
 from cuqa_builder.testing.openai_server import ScriptedLLM
 from cuqa_builder.testing.pool_llm import PoolResponder

@@ -15,7 +15,8 @@ from cuqa_builder.jsonio import read_jsonl, write_jsonl
 from cuqa_builder.llm.gateway import open_gateway
 from cuqa_builder.llm.settings import API_TIMEOUT_S, LOCAL_TIMEOUT_S, LLMSettings
 from cuqa_builder.prompts import load_prompt
-from cuqa_builder.records import Candidate, CheckFailure, CuqaItem, SubQuestion
+from cuqa_builder.records.candidates import Candidate, CheckFailure
+from cuqa_builder.records.items import CuqaItem, SubQuestion
 from cuqa_builder.stages.endpoints import probe_settings
 from cuqa_builder.stages.options import BuildOptions
 from cuqa_builder.testing.openai_server import Reply, ScriptedLLM, last_user_message

@@ -20,7 +20,8 @@ from cuqa_builder.cli.build import main as build
 from cuqa_builder.cli.evaluate import main as evaluate
 from cuqa_builder.grounding.keys import entity_key
 from cuqa_builder.jsonio import read_jsonl
-from cuqa_builder.records import Candidate, Entity, Event, GenerationFailure
+from cuqa_builder.records.candidates import Candidate, GenerationFailure
+from cuqa_builder.records.events import Entity, Event
 from cuqa_builder.stages.ground import easy_steps
 from cuqa_builder.testing.openai_server import Reply, ScriptedLLM
 from cuqa_builder.testing.pool_llm import PoolResponder

@@ -13,7 +13,9 @@ import pytest
 
 from cuqa_builder.cli.build import main
 from cuqa_builder.jsonio import read_jsonl
-from cuqa_builder.records import Candidate, CuqaItem, Event, EventSource, event_id
+from cuqa_builder.records.candidates import Candidate
+from cuqa_builder.records.events import Event, EventSource, event_id
+from cuqa_builder.records.items import CuqaItem
 from cuqa_builder.refresh import STALE, RefreshReport, carry_ids
 from cuqa_builder.run import load_run_info
 from cuqa_builder.stages.fetch import _settled, page_date

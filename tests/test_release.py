@@ -17,7 +17,9 @@ import cuqa_builder
 from cuqa_builder.cli.build import main
 from cuqa_builder.dataset import DatasetError
 from cuqa_builder.jsonio import atomic_write_json, write_jsonl
-from cuqa_builder.records import CheckFailure, CuqaItem, Event, EventSource, Review, Validation
+from cuqa_builder.records.candidates import CheckFailure, Validation
+from cuqa_builder.records.events import Event, EventSource
+from cuqa_builder.records.items import CuqaItem, Review
 from cuqa_builder.review_report import ReviewReport
 from cuqa_builder.run import CheckCount, Manifest, ValidationInfo, save_run_info
 from cuqa_builder.snapshot import snapshot_sha256

@@ -13,7 +13,9 @@ import cuqa_builder
 from cuqa_builder.cli.build import main
 from cuqa_builder.dataset import DatasetError
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
-from cuqa_builder.records import Candidate, CuqaItem, Event, EventSource
+from cuqa_builder.records.candidates import Candidate
+from cuqa_builder.records.events import Event, EventSource
+from cuqa_builder.records.items import CuqaItem
 from cuqa_builder.run import save_run_info
 from tests.validation_samples import aab, abc, hard, river
 

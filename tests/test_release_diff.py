@@ -10,7 +10,9 @@ import pytest
 
 from cuqa_builder.cli.build import main
 from cuqa_builder.jsonio import write_jsonl
-from cuqa_builder.records import Candidate, Event, EventSource, Review
+from cuqa_builder.records.candidates import Candidate
+from cuqa_builder.records.events import Event, EventSource
+from cuqa_builder.records.items import Review
 from cuqa_builder.run import save_run_info
 from tests.validation_samples import aab, abc, hard, river
 

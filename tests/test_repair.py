@@ -12,7 +12,8 @@ import pytest
 from cuqa_builder.cli.build import main
 from cuqa_builder.generation.yield_report import BranchYield
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
-from cuqa_builder.records import Candidate, Event, GenerationFailure
+from cuqa_builder.records.candidates import Candidate, GenerationFailure
+from cuqa_builder.records.events import Event
 from cuqa_builder.run import GENERATION_FAILURES
 from cuqa_builder.testing.algorithm_llm import AlgorithmResponder, make_events
 from cuqa_builder.testing.openai_server import Reply, ScriptedLLM, last_user_message
@@ -171,7 +172,7 @@ def test_validate_reports_the_yield_by_branch(tmp_path: Path, capsys) -> None:
 
 
 def test_a_known_entity_named_inside_the_bridge_is_not_drawn(tmp_path: Path) -> None:
-    from cuqa_builder.records import Entity
+    from cuqa_builder.records.events import Entity
     from tests.test_generate import _abc_event_named
 
     # Every entity of the scripted passage is part of this bridge's name: asking about the

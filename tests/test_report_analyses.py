@@ -17,7 +17,7 @@ from cuqa_builder.evaluation.outputs import SWEEP, SweepFile, read_output
 from cuqa_builder.evaluation.plots import line_figure
 from cuqa_builder.evaluation.report import sweep_panels
 from cuqa_builder.jsonio import write_jsonl
-from cuqa_builder.records import Event
+from cuqa_builder.records.events import Event
 from cuqa_builder.testing.openai_server import Reply, ScriptedLLM, last_user_message
 from tests.test_eval_cli import SOURCE, read_lines
 from tests.test_eval_inputs import freshqa_row, write_freshqa

@@ -14,7 +14,7 @@ import pytest
 from cuqa_builder.cli.evaluate import main
 from cuqa_builder.evaluation.reproduce import TABLES
 from cuqa_builder.jsonio import write_jsonl
-from cuqa_builder.records import Event
+from cuqa_builder.records.events import Event
 from cuqa_builder.testing.openai_server import Reply, ScriptedLLM, last_user_message
 from tests.test_eval_cli import FACTS, ITEMS, SOURCE, read_lines
 

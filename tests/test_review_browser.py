@@ -18,7 +18,7 @@ from label_studio_sdk import LabelStudio
 
 from cuqa_builder.cli.annotate import main
 from cuqa_builder.jsonio import write_jsonl
-from cuqa_builder.records import CheckFailure, Intermediates, Validation
+from cuqa_builder.records.candidates import CheckFailure, Intermediates, Validation
 from cuqa_builder.testing.annotate_fixtures import candidate
 from cuqa_builder.testing.browser import (
     LAPTOP,

@@ -33,7 +33,8 @@ import pytest
 from cuqa_builder.cli.annotate import main as annotate
 from cuqa_builder.cli.build import main as build
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
-from cuqa_builder.records import Candidate, Entity, GenerationFailure
+from cuqa_builder.records.candidates import Candidate, GenerationFailure
+from cuqa_builder.records.events import Entity
 from cuqa_builder.retrieval.bm25 import ARRAYS_DIR, PASSAGES, BM25Retriever, event_passage
 from cuqa_builder.run_lock import LOCK_FILE, LockHolder, run_lock
 from cuqa_builder.snapshot import articles_dir

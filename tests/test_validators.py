@@ -12,14 +12,9 @@ import pytest
 
 from cuqa_builder.cli.build import main
 from cuqa_builder.jsonio import read_jsonl, write_jsonl
-from cuqa_builder.records import (
-    Candidate,
-    CheckFailure,
-    CuqaItem,
-    Entity,
-    Review,
-    SubQuestion,
-)
+from cuqa_builder.records.candidates import Candidate, CheckFailure
+from cuqa_builder.records.events import Entity
+from cuqa_builder.records.items import CuqaItem, Review, SubQuestion
 from cuqa_builder.review_report import ReviewReport
 from cuqa_builder.run import GenerationInfo, save_run_info
 from cuqa_builder.validation.checks import (

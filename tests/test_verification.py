@@ -15,16 +15,15 @@ import pytest
 from cuqa_builder.grounding.evidence import checker_lines
 from cuqa_builder.llm.gateway import open_gateway
 from cuqa_builder.llm.settings import LLMSettings
-from cuqa_builder.records import (
+from cuqa_builder.records.candidates import (
     Candidate,
     CheckerCheck,
     CheckerVerdict,
-    Entity,
-    EventRef,
-    GeneratorInfo,
     Intermediates,
     Validation,
 )
+from cuqa_builder.records.events import Entity
+from cuqa_builder.records.items import EventRef, GeneratorInfo
 from cuqa_builder.testing.openai_server import Reply, ScriptedLLM, last_user_message
 from cuqa_builder.verification.answers import decided
 from cuqa_builder.verification.checker import ItemChecker, Outcome, failure_reason

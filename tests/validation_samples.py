@@ -11,16 +11,9 @@ from __future__ import annotations
 from datetime import date
 from typing import Any
 
-from cuqa_builder.records import (
-    Candidate,
-    Entity,
-    EventRef,
-    GeneratorInfo,
-    Intermediates,
-    Pairing,
-    PromptCall,
-    SubQuestion,
-)
+from cuqa_builder.records.candidates import Candidate, Intermediates, Pairing, PromptCall
+from cuqa_builder.records.events import Entity
+from cuqa_builder.records.items import EventRef, GeneratorInfo, SubQuestion
 
 CUTOFF = "2023-04"
 GENERATOR = GeneratorInfo(

@@ -12,7 +12,8 @@ from typing import Any
 
 from cuqa_builder.annotation.config import ACCEPT, REJECT, UNSURE
 from cuqa_builder.annotation.export import Vote
-from cuqa_builder.records import Candidate, CuqaItem, Review
+from cuqa_builder.records.candidates import Candidate
+from cuqa_builder.records.items import CuqaItem, Review
 from cuqa_builder.review_report import (
     EditedField,
     Status,

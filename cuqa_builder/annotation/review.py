@@ -42,7 +42,8 @@ from cuqa_builder.annotation.tasks import (
     required_annotators,
     shown_hash_of,
 )
-from cuqa_builder.records import Candidate, CheckFailure, CuqaItem
+from cuqa_builder.records.candidates import Candidate, CheckFailure
+from cuqa_builder.records.items import CuqaItem
 from cuqa_builder.review_report import Problem, ReviewReport, SentBack
 from cuqa_builder.validation.checks import check_edit
 from cuqa_builder.validation.limits import Limits

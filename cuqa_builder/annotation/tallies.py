@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from cuqa_builder.annotation.config import ACCEPT, REJECT, UNSURE
 from cuqa_builder.annotation.decisions import JUDGEMENTS, Decision, rounded_mean
 from cuqa_builder.annotation.export import UNDECIDED, ExportAnnotation, Vote
-from cuqa_builder.records import CuqaItem
+from cuqa_builder.records.items import CuqaItem
 from cuqa_builder.review_report import (
     AnnotatorStats,
     Disagreement,

@@ -20,7 +20,8 @@ from pydantic import ValidationError
 
 from cuqa_builder import __version__
 from cuqa_builder.grounding.evidence import checker_lines, critic_lines, grounding_lines
-from cuqa_builder.records import Candidate, CheckFailure, EventRef, SubQuestion, Validation
+from cuqa_builder.records.candidates import Candidate, CheckFailure, Validation
+from cuqa_builder.records.items import EventRef, SubQuestion
 from cuqa_builder.review_report import quoted
 from cuqa_builder.validation.checks import hidden_bridges
 from cuqa_builder.validation.critic import CRITIC_CHECKS

@@ -42,7 +42,8 @@ from cuqa_builder.cli.flags import add_wait_for_lock_flag, positive_int
 from cuqa_builder.cli.shell import CommandParser, add_verbosity_flags, run_command
 from cuqa_builder.errors import CuqaError
 from cuqa_builder.jsonio import JsonlError, atomic_write_json, read_jsonl, write_jsonl
-from cuqa_builder.records import Candidate, CuqaItem
+from cuqa_builder.records.candidates import Candidate
+from cuqa_builder.records.items import CuqaItem
 from cuqa_builder.run import (
     CANDIDATES,
     DATASET,

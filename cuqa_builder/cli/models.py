@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from cuqa_builder.cli.shell import CommandParser, add_verbosity_flags, run_command
-from cuqa_builder.llm.local import REGISTRY, ModelError, installed_path, models_dir, pull
+from cuqa_builder.llm.local_pull import pull
+from cuqa_builder.llm.local_registry import REGISTRY, ModelError, installed_path, models_dir
 from cuqa_builder.llm.settings import DEFAULT_LOCAL_MODEL
 
 log = logging.getLogger(__name__)

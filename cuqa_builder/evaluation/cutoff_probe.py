@@ -40,17 +40,15 @@ from cuqa_builder.cutoff_estimate import (
     month_accuracy,
     registry_path,
 )
-from cuqa_builder.generation.algorithm import (
-    UNKNOWN_QUESTION_GEN,
-    GenerationError,
-    Generator,
-)
+from cuqa_builder.generation.algorithm import Generator
 from cuqa_builder.generation.seeding import draw
+from cuqa_builder.generation.steps import UNKNOWN_QUESTION_GEN, GenerationError
 from cuqa_builder.jsonio import atomic_write_json, iter_jsonl, write_jsonl
 from cuqa_builder.llm.gateway import Gateway, open_gateway
 from cuqa_builder.llm.settings import LLMOptions, LLMSettings, resolve_settings
 from cuqa_builder.llm.types import LLMError
-from cuqa_builder.records import Candidate, Entity, Event, answer_aliases
+from cuqa_builder.records.candidates import Candidate
+from cuqa_builder.records.events import Entity, Event, answer_aliases
 from cuqa_builder.run import CANDIDATES, LLM_CACHE
 from cuqa_builder.text import contains_answer
 from cuqa_builder.validation.probes import NORMALISED_MATCH, Prober

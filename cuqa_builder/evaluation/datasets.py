@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from cuqa_builder.errors import CuqaError
-from cuqa_builder.records import CuqaItem, SubQuestion
+from cuqa_builder.records.items import CuqaItem, SubQuestion
 
 FRESHQA_ANSWER_COLUMNS = tuple(f"answer_{i}" for i in range(10))
 FRESHQA_META_COLUMNS = (

@@ -20,120 +20,54 @@ import re
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from pydantic import BaseModel
-
-from cuqa_builder.errors import CuqaError
-from cuqa_builder.generation.output_parsing import OutputError, parse_passage, parse_question
 from cuqa_builder.generation.seeding import Draws, candidate_id, draw
+from cuqa_builder.generation.steps import (
+    DEFAULT_ATTEMPTS,
+    KNOWN_EVENTS_GEN,
+    KNOWN_QUESTION_GEN,
+    KNOWN_QUESTION_GEN2,
+    MERGE_QUESTIONS,
+    STEPS,
+    UNKNOWN_QUESTION_GEN,
+    GenerationError,
+    Sampling,
+    Step,
+    StepCheck,
+    StepResult,
+    ask_step,
+    load_templates,
+    merge_check,
+    own_answer_check,
+)
 from cuqa_builder.grounding.article_text import with_article
 from cuqa_builder.grounding.infobox import Relation
 from cuqa_builder.grounding.keys import entity_key
-from cuqa_builder.llm.client import LLMClient, prompt_request
-from cuqa_builder.llm.types import LLMError
+from cuqa_builder.llm.client import LLMClient
 from cuqa_builder.ner import Token
-from cuqa_builder.prompts import PromptTemplate, load_prompt
-from cuqa_builder.records import (
-    Candidate,
-    Entity,
-    Event,
+from cuqa_builder.prompts import PromptTemplate
+from cuqa_builder.records.candidates import Candidate, Intermediates, PromptCall
+from cuqa_builder.records.events import Entity, Event, Link, answer_aliases
+from cuqa_builder.records.items import (
     EventRef,
     Evidence,
     GeneratorInfo,
-    Intermediates,
     KnownSource,
-    Link,
-    PoolRecord,
-    PromptCall,
     QuestionType,
     SubQuestion,
-    answer_aliases,
 )
-from cuqa_builder.similarity import SIMILAR, wording_similarity
+from cuqa_builder.records.pool import PoolRecord
 from cuqa_builder.text import contains_answer
 from cuqa_builder.verification.checker import ItemChecker
-from cuqa_builder.verification.question_form import form_problem
 
 EntityFinder = Callable[[str], Awaitable[list[Entity]]]
 Parser = Callable[[str], Awaitable[list[Token]]]
-# A refused reply is asked again with the next sampling seed (a new cache key); refused replies
-# stay cached, so a re-run reproduces the same outcome for free.
-DEFAULT_ATTEMPTS = 3
 _NOT_AN_ENTITY = re.compile(r"^[\d\s,–-]+$|^(?:January|February|March|April|May|June|July|August"
                             r"|September|October|November|December) \d{1,2}$")
 LINK_LABEL = "LINK"  # label of an entity taken from an article's wikilink
-# What a repair adds to the prompt of a step with `feedback`.
-REFUSED = "\n\nYour previous reply was refused: {reason}. Reply again, keeping to every rule."
 BRIDGE = "Bridges"  # the failure of an event with no entity a recipe can take as bridge
-# A step check: the parsed output -> why it is refused, or None to accept it.
-StepCheck = Callable[[str], "str | None"]
 
-
-@dataclass(frozen=True)
-class Step:
-    """One function of Algorithm 1: its template, the placeholders it must have, its parser."""
-
-    function: str
-    template: str
-    placeholders: frozenset[str]
-    parse: Callable[[str], str]
-    long_output: bool = False
-    # A repair tells the model why its last reply was refused (the paper's steps are asked
-    # again as they were, with the next seed: their requests stay the paper's).
-    feedback: bool = False
-
-
-UNKNOWN_QUESTION_GEN = Step(
-    "UnknownQuestionGen", "unknown_question_gen",
-    frozenset({"unknown_event", "unknown_entity"}), parse_question,
-)
-KNOWN_EVENTS_GEN = Step(
-    "KnownEventsGen", "known_events_gen", frozenset({"entity"}), parse_passage, long_output=True
-)
-KNOWN_QUESTION_GEN = Step(
-    "KnownQuestionGen", "known_question_gen", frozenset({"known_event", "entity"}), parse_question
-)
-KNOWN_QUESTION_GEN2 = Step(
-    "KnownQuestionGen2", "known_question_gen2",
-    frozenset({"known_passage", "unknown_entity", "known_entity"}), parse_question,
-)
-MERGE_QUESTIONS = Step(
-    "MergeQuestions", "merge_questions",
-    frozenset({"unknown_question", "known_question"}), parse_question,
-)
-STEPS = (
-    UNKNOWN_QUESTION_GEN, KNOWN_EVENTS_GEN, KNOWN_QUESTION_GEN, KNOWN_QUESTION_GEN2, MERGE_QUESTIONS
-)
-
-
-class Sampling(BaseModel):
-    """Sampling of every generation call; recorded in run.json so a dataset can be rebuilt."""
-
-    temperature: float = 0.7  # varied wording across events while staying on the prompt
-    top_p: float = 0.95
-    question_max_tokens: int = 128  # a question is one sentence; this leaves room for a preamble
-    passage_max_tokens: int = 384  # "a detailed passage": a few paragraphs
-
-    def for_step(self, step: Step, seed: int) -> dict[str, Any]:
-        max_tokens = self.passage_max_tokens if step.long_output else self.question_max_tokens
-        return {
-            "temperature": self.temperature, "top_p": self.top_p,
-            "max_tokens": max_tokens, "seed": seed,
-        }
-
-
-class GenerationError(CuqaError):
-    """A step that failed for good: the model call, or every attempt refused by its check."""
-
-    def __init__(self, step: str, reason: str, attempts: list[PromptCall] | None = None) -> None:
-        super().__init__(f"{step}: {reason}")
-        self.step = step
-        self.reason = reason
-        self.attempts = list(attempts or [])
-        self.branch: QuestionType | None = None
-        self.pool: PoolRecord | None = None  # the connected recipe: what the event's pool held
-        self.unasked: str | None = None  # the checking model (by its role) that failed to answer
 
 
 @dataclass(frozen=True)
@@ -164,63 +98,10 @@ class Made:
     pool: PoolRecord | None = None
 
 
-@dataclass(frozen=True)
-class StepResult:
-    """Every attempt of one step, the accepted one last."""
-
-    attempts: list[PromptCall]
-
-    @property
-    def parsed(self) -> str:
-        return self.attempts[-1].parsed
-
 
 def _names(entity: Entity) -> list[str]:
     return [entity.text, *answer_aliases(entity)]
 
-
-def names_found(text: str, names: list[str]) -> str | None:
-    """The first of `names` that `text` contains as whole words (normalised), if any."""
-    return next((name for name in names if contains_answer(text, name)), None)
-
-
-def own_answer_check(what: str, answer: list[str], bridge: list[str] | None = None) -> StepCheck:
-    """A sub-question must read as one question, not name its own answer, and (an ABC known
-    question) name the bridge."""
-
-    def check(question: str) -> str | None:
-        if problem := form_problem(question):
-            return f"the {what}: {problem}"
-        if found := names_found(question, answer):
-            return f"the {what} names its own answer {found!r}"
-        if bridge is not None and not names_found(question, bridge):
-            return f"the {what} does not mention the bridge {bridge[0]!r}"
-        return None
-
-    return check
-
-
-def merge_check(answer: list[str], bridge: list[str], inputs: list[str]) -> StepCheck:
-    """A merged question must hide the answer and the bridge and join both inputs."""
-
-    def check(question: str) -> str | None:
-        if problem := form_problem(question):
-            return f"the merged question: {problem}"
-        if found := names_found(question, answer):
-            return f"the merged question names the answer {found!r}"
-        if found := names_found(question, bridge):
-            return f"the merged question names the bridge {found!r}"
-        if any(wording_similarity(question, q) >= SIMILAR for q in inputs):
-            return "the merged question only repeats or rewords one of its two questions"
-        return None
-
-    return check
-
-
-def load_templates(steps: tuple[Step, ...] = STEPS) -> dict[str, PromptTemplate]:
-    """The steps' templates (the paper's five by default), checked now so a broken file fails
-    before any call is paid."""
-    return {step.template: load_prompt(step.template, expects=step.placeholders) for step in steps}
 
 
 def same_entity(a: Entity, b: Entity) -> bool:
@@ -270,35 +151,8 @@ class Generator:
         self, step: Step, values: dict[str, str], api_seed: int, check: StepCheck | None = None
     ) -> StepResult:
         """One step: ask, parse, check; a refused output is asked again with the next seed."""
-        template = self.templates[step.template]
-        attempts: list[PromptCall] = []
-        for attempt in range(self.attempts):
-            seed = api_seed + attempt
-            request = prompt_request(template, values, **self.sampling.for_step(step, seed))
-            if step.feedback and attempts:
-                request.messages[-1]["content"] += REFUSED.format(reason=attempts[-1].rejected)
-            try:
-                result = await self.gateway.chat(request)
-            except LLMError as exc:
-                raise GenerationError(step.function, str(exc), attempts) from exc
-            try:
-                parsed, refused = step.parse(result.text), None
-            except OutputError as exc:
-                parsed, refused = "", str(exc)
-            if refused is None and check is not None:
-                refused = check(parsed)
-            attempts.append(PromptCall(
-                function=step.function, template_hash=template.sha256, raw=result.text,
-                parsed=parsed, attempt=attempt, seed=seed, rejected=refused,
-                prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
-            ))
-            if refused is None:
-                return StepResult(attempts)
-        last = attempts[-1]
-        raise GenerationError(
-            step.function,
-            f"{last.rejected} in {len(attempts)} attempts, last: {last.raw[:200]!r}", attempts,
-        )
+        return await ask_step(self.gateway, self.templates[step.template], step, values,
+                              self.sampling.for_step, api_seed, self.attempts, check)
 
     @classmethod
     def bridge_candidates(cls, event: Event, set_aside: Counter[str] | None = None
@@ -435,38 +289,40 @@ class Generator:
                 KNOWN_QUESTION_GEN if steps.branch == "AAB" else KNOWN_QUESTION_GEN2}
         if steps.known_source == "model":
             used.add(KNOWN_EVENTS_GEN)
-        return self.candidate(event, answer.text, answer_aliases(answer), steps, used)
+        return candidate_record(self, event, answer.text, answer_aliases(answer), steps, used)
 
-    def candidate(
-        self, event: Event, answer: str, aliases: list[str], steps: Intermediates,
-        used: set[Step], item_id: str | None = None,
-    ) -> Candidate:
-        """The candidate record of one event's intermediates; `used`: the steps it took."""
-        branch: QuestionType = steps.branch
-        return Candidate(
-            id=item_id or candidate_id(self.seed, event.id),
-            question=steps.merged_question,
-            answer=answer,
-            answer_aliases=aliases,
-            type=branch,
-            difficulty="easy",
-            sub_questions=[
-                SubQuestion(question=steps.unknown_question, answer=steps.cur_ent.text,
-                            kind="unknown"),
-                SubQuestion(question=steps.known_question, answer=steps.known_answer,
-                            kind="known"),
-            ],
-            event=EventRef(id=event.id, date=event.date, text=event.text,
-                           source_title=event.source.title, revid=event.source.revid,
-                           category=event.category),
-            cutoff=self.cutoff,
-            generator=GeneratorInfo(
-                model=self.gateway.model,
-                recipe=self.recipe,
-                known_source=steps.known_source,
-                prompts={s.template: self.templates[s.template].sha256
-                         for s in self.steps if s in used},
-            ),
-            intermediates=steps,
-            seed=self.seed,
-        )
+
+def candidate_record(
+    generator: Generator, event: Event, answer: str, aliases: list[str], steps: Intermediates,
+    used: set[Step], item_id: str | None = None,
+) -> Candidate:
+    """The candidate record of one event's intermediates made by `generator`; `used`: the
+    steps it took."""
+    branch: QuestionType = steps.branch
+    return Candidate(
+        id=item_id or candidate_id(generator.seed, event.id),
+        question=steps.merged_question,
+        answer=answer,
+        answer_aliases=aliases,
+        type=branch,
+        difficulty="easy",
+        sub_questions=[
+            SubQuestion(question=steps.unknown_question, answer=steps.cur_ent.text,
+                        kind="unknown"),
+            SubQuestion(question=steps.known_question, answer=steps.known_answer,
+                        kind="known"),
+        ],
+        event=EventRef(id=event.id, date=event.date, text=event.text,
+                       source_title=event.source.title, revid=event.source.revid,
+                       category=event.category),
+        cutoff=generator.cutoff,
+        generator=GeneratorInfo(
+            model=generator.gateway.model,
+            recipe=generator.recipe,
+            known_source=steps.known_source,
+            prompts={s.template: generator.templates[s.template].sha256
+                     for s in generator.steps if s in used},
+        ),
+        intermediates=steps,
+        seed=generator.seed,
+    )

@@ -20,7 +20,7 @@ from cuqa_builder.generation.name_parts import (
     trimmed,
     with_state,
 )
-from cuqa_builder.records import Entity
+from cuqa_builder.records.events import Entity
 from cuqa_builder.verification.names import canonical_name, surface_name
 
 NUMBER_OR_DATE = "a number or a date"

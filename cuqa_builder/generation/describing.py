@@ -14,11 +14,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from cuqa_builder.generation.algorithm import KnownArticle, Step, names_found, same_entity
+from cuqa_builder.generation.algorithm import KnownArticle, same_entity
 from cuqa_builder.generation.bridges import usable
 from cuqa_builder.generation.output_parsing import OutputError, parse_passage
+from cuqa_builder.generation.steps import Step, names_found
 from cuqa_builder.grounding.keys import entity_key
-from cuqa_builder.records import Entity, Event
+from cuqa_builder.records.events import Entity, Event
 from cuqa_builder.verification.names import kind_of, names_of
 
 _MIN_WORDS, _MAX_WORDS = 5, 35

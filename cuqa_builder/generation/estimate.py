@@ -18,24 +18,25 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from cuqa_builder.generation.algorithm import (
+from cuqa_builder.generation.algorithm import Generator
+from cuqa_builder.generation.connected import MAX_BRIDGES, ConnectedGenerator
+from cuqa_builder.generation.describing import DESCRIBE_BRIDGES
+from cuqa_builder.generation.known_facts import KNOWN_FACTS, KNOWN_FACTS_MODEL
+from cuqa_builder.generation.seeding import draw
+from cuqa_builder.generation.steps import (
     KNOWN_EVENTS_GEN,
     KNOWN_QUESTION_GEN,
     KNOWN_QUESTION_GEN2,
     MERGE_QUESTIONS,
     UNKNOWN_QUESTION_GEN,
-    Generator,
     Sampling,
     Step,
 )
-from cuqa_builder.generation.connected import MAX_BRIDGES, ConnectedGenerator
-from cuqa_builder.generation.describing import DESCRIBE_BRIDGES
-from cuqa_builder.generation.known_facts import KNOWN_FACTS, KNOWN_FACTS_MODEL
-from cuqa_builder.generation.seeding import draw
 from cuqa_builder.jsonio import iter_jsonl
 from cuqa_builder.llm.estimate import CallPlan
 from cuqa_builder.prompts import PromptTemplate, load_prompt
-from cuqa_builder.records import Event, KnownSource
+from cuqa_builder.records.events import Event
+from cuqa_builder.records.items import KnownSource
 from cuqa_builder.verification.checker import CALL_NAMES
 from cuqa_builder.verification.pooled import (
     GUESS_MANY_TEMPLATE,

@@ -14,15 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from cuqa_builder.generation.algorithm import MERGE_QUESTIONS, Generator, merge_check
-from cuqa_builder.records import (
-    Candidate,
-    Entity,
-    GeneratorInfo,
-    Pairing,
-    QuestionType,
-    answer_aliases,
-)
+from cuqa_builder.generation.algorithm import Generator
+from cuqa_builder.generation.steps import MERGE_QUESTIONS, merge_check
+from cuqa_builder.records.candidates import Candidate, Pairing
+from cuqa_builder.records.events import Entity, answer_aliases
+from cuqa_builder.records.items import GeneratorInfo, QuestionType
 from cuqa_builder.text import normalize_answer
 
 LinkKind = Literal["question", "entities", "answer"]

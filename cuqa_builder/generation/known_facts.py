@@ -23,19 +23,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 
-from cuqa_builder.generation.algorithm import (
-    LINK_LABEL,
-    KnownArticle,
-    Step,
-    StepCheck,
-    names_found,
-    same_entity,
-)
+from cuqa_builder.generation.algorithm import LINK_LABEL, KnownArticle, same_entity
 from cuqa_builder.generation.bridges import set_aside_reason
 from cuqa_builder.generation.describing import is_the_event
 from cuqa_builder.generation.output_parsing import OutputError, parse_passage
+from cuqa_builder.generation.steps import Step, StepCheck, names_found
 from cuqa_builder.prompts import load_prompt
-from cuqa_builder.records import Entity, Event, KnownFrom
+from cuqa_builder.records.events import Entity, Event
+from cuqa_builder.records.items import KnownFrom
 from cuqa_builder.verification.names import mention, names_of, without_the
 from cuqa_builder.verification.question_form import form_problem
 

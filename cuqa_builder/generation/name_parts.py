@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from cuqa_builder.records import Entity
+from cuqa_builder.records.events import Entity
 from cuqa_builder.verification.names import surface_name
 
 # The small words no name ends with ("Commission of", "Bank and"): a closed class.

@@ -26,7 +26,8 @@ from cuqa_builder.generation.known_facts import CATEGORY, Hop
 from cuqa_builder.generation.seeding import candidate_id
 from cuqa_builder.generation.structural import plural
 from cuqa_builder.grounding.keys import entity_key
-from cuqa_builder.records import Entity, Event, QuestionType
+from cuqa_builder.records.events import Entity, Event
+from cuqa_builder.records.items import QuestionType
 from cuqa_builder.text import contains_answer
 from cuqa_builder.verification.masking import masked_description
 from cuqa_builder.verification.names import canonical_name, substitute, surface_name

@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from cuqa_builder.records import PoolRecord
+from cuqa_builder.records.pool import PoolRecord
 
 SURVIVED, KEPT, NOT_SCREENED = "survived", "kept", "not screened"
 NOT_KEPT = "not kept"  # no checker while composing: another bridge or property ranked higher

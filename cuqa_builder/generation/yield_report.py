@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from textwrap import shorten
 
-from cuqa_builder.records import Candidate, GenerationFailure, PromptCall
+from cuqa_builder.records.candidates import Candidate, GenerationFailure, PromptCall
 
 # The step of an event not tried (skipped: no entity, none with an article): not a failure.
 SKIPPED = "Select"

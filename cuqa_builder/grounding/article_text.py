@@ -31,7 +31,8 @@ from cuqa_builder.grounding.infobox import (
     infobox_template,
     wikitext_relations,
 )
-from cuqa_builder.records import Link, Page
+from cuqa_builder.records.events import Link
+from cuqa_builder.records.pages import Page
 from cuqa_builder.text import contains_answer
 from cuqa_builder.wiki.html import UnreadableHtml, read_html
 from cuqa_builder.wiki.render import render

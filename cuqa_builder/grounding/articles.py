@@ -38,7 +38,9 @@ from cuqa_builder.grounding.lookups import (
 )
 from cuqa_builder.grounding.snapshot_articles import SnapshotArticles
 from cuqa_builder.jsonio import JsonlAppender, read_jsonl
-from cuqa_builder.records import Entity, Evidence, Page
+from cuqa_builder.records.events import Entity
+from cuqa_builder.records.items import Evidence
+from cuqa_builder.records.pages import Page
 from cuqa_builder.run import ARTICLES, RunContext, built_from_snapshot
 from cuqa_builder.snapshot import (
     SnapshotError,

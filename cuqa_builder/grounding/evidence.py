@@ -4,7 +4,8 @@ reading `candidates.jsonl`. Each function gives no line when there is nothing to
 
 from __future__ import annotations
 
-from cuqa_builder.records import Candidate, Evidence, GroundingVerdict
+from cuqa_builder.records.candidates import Candidate
+from cuqa_builder.records.items import Evidence, GroundingVerdict
 
 
 def evidence_source(evidence: Evidence) -> str:

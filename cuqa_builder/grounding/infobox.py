@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence, Set
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cuqa_builder.records import Link
+from cuqa_builder.records.events import Link
 from cuqa_builder.wiki.render import render
 from cuqa_builder.wiki.rendered import Rendered, tidy_separators
 from cuqa_builder.wiki.wikitext import article_title, template_name

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cuqa_builder.records import Entity
+from cuqa_builder.records.events import Entity
 
 SEARCH_PREFIX = "search:"
 

@@ -14,7 +14,9 @@ from typing import Literal
 from pydantic import Field
 
 from cuqa_builder.grounding.keys import SEARCH_PREFIX, entity_key
-from cuqa_builder.records import Entity, Page, Record
+from cuqa_builder.records.base import Record
+from cuqa_builder.records.events import Entity
+from cuqa_builder.records.pages import Page
 from cuqa_builder.wiki.client import RevisionAt
 from cuqa_builder.wiki.wikitext import article_title
 

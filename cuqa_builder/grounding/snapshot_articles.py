@@ -15,7 +15,8 @@ from cuqa_builder.grounding.lookups import (
     redirect_loop,
     through_redirects,
 )
-from cuqa_builder.records import Entity, Page
+from cuqa_builder.records.events import Entity
+from cuqa_builder.records.pages import Page
 from cuqa_builder.snapshot import SnapshotError, iter_snapshot
 from cuqa_builder.wiki.client import RevisionAt
 

@@ -22,7 +22,9 @@ from functools import cached_property
 from cuqa_builder.grounding.article_text import ArticleText
 from cuqa_builder.grounding.articles import ArticleStore
 from cuqa_builder.grounding.lookups import ArticleLookup
-from cuqa_builder.records import Candidate, Entity, Evidence, GroundingVerdict, answer_aliases
+from cuqa_builder.records.candidates import Candidate
+from cuqa_builder.records.events import Entity, answer_aliases
+from cuqa_builder.records.items import Evidence, GroundingVerdict
 from cuqa_builder.text import contains_answer, normalize_answer
 
 BRIDGE = "bridge_known_before_cutoff"

@@ -8,14 +8,8 @@ on close, so a killed process may lose the count of its last few: never an answe
 a small table of their own, as rewriting a call's whole row per hit cost 8 times more). Only the
 request and the endpoint's JSON body are stored: never headers, keys or endpoint URLs.
 
-Batch rounds (`llm/batch.py`) also record here every batch they submit, with the keys of its
-requests, before they wait for it: a killed process that asks again finds the batch and waits
-for it instead of paying for the same requests twice. A Batch API submission is recorded as soon
-as its input file is uploaded ("uploaded", under the file's id) and takes its batch's id once
-the batch is created ("open"): a process killed in between finds the batch by its input file.
-A submission's request rows are dropped once its answers are in the `calls` table. The rounds
-that failed a call are counted here too, over every command, until it is answered: a call that
-failed in every round `--max-retries` allows fails at once in every later command.
+Batch rounds (`llm/batch/`) record their submissions and failures here too
+(`cache_batches.py`).
 """
 
 from __future__ import annotations
@@ -24,12 +18,12 @@ import hashlib
 import json
 import threading
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, Field, Json
+from pydantic import BaseModel, Json
 
+from cuqa_builder.llm.cache_batches import BATCH_TABLES, BatchRecords, timestamp
 from cuqa_builder.llm.types import ChatRequest
 from cuqa_builder.sqlite_store import open_store
 
@@ -58,33 +52,7 @@ CREATE TABLE IF NOT EXISTS call_hits (
     hits INTEGER NOT NULL,
     last_hit_at TEXT NOT NULL
 )""",
-    """
-CREATE TABLE IF NOT EXISTS batch_submissions (
-    id TEXT PRIMARY KEY,
-    kind TEXT NOT NULL,
-    model TEXT NOT NULL,
-    input TEXT NOT NULL,
-    requests INTEGER NOT NULL,
-    state TEXT NOT NULL,
-    created_at TEXT NOT NULL,
-    closed_at TEXT,
-    answered INTEGER  -- its requests answered (the others failed), once it is closed
-)""",
-    """
-CREATE TABLE IF NOT EXISTS batch_failures (
-    key TEXT PRIMARY KEY,
-    rounds INTEGER NOT NULL,  -- rounds that failed this call, over every command
-    error TEXT  -- the error its item failed with, once it failed for good
-)""",
-    """
-CREATE TABLE IF NOT EXISTS batch_requests (
-    submission TEXT NOT NULL,
-    key TEXT NOT NULL,
-    request TEXT NOT NULL,
-    template TEXT,
-    template_hash TEXT,
-    PRIMARY KEY (submission, key)
-)""",
+    *BATCH_TABLES,
 )
 
 HIT_FLUSH = 1000  # hits counted in memory before they are written
@@ -125,39 +93,6 @@ class CachedCall(BaseModel):
     template: str | None
     template_hash: str | None
     created_at: str
-
-
-class Submission(BaseModel):
-    """One batch input file handed to a provider (`kind` "api": `id` is its batch id) or to an
-    offline engine (`kind` "files": `id` is the input file's path)."""
-
-    id: str
-    kind: str
-    model: str
-    input: str = Field(description="the provider's input file id, or the local input file")
-    requests: int
-    # "uploaded" (a Batch API input file whose batch may not exist yet: `id` is the file's),
-    # "open" until its answers are stored, then "closed".
-    state: Literal["uploaded", "open", "closed"] = "open"
-    answered: int | None = Field(default=None, description="once closed: requests answered")
-
-
-@dataclass(frozen=True)
-class FailedLine:
-    """A call a round answered with a failure: it has now failed in at least `rounds` rounds
-    (1 more than before; a refused call uses up every round it may have at once)."""
-
-    key: str
-    rounds: int = 1
-
-
-class SubmittedRequest(BaseModel):
-    """What the cache needs to store an answer that comes back from a batch."""
-
-    key: str
-    request: str  # the canonical request
-    template: str | None = None
-    template_hash: str | None = None
 
 
 @dataclass(frozen=True)
@@ -201,11 +136,7 @@ class CacheSummary(BaseModel):
     cost: float = 0.0
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-
-
-class CallCache:
+class CallCache(BatchRecords):
     """Safe to share between threads and coroutines: one connection behind a lock."""
 
     def __init__(self, path: Path, read_only: bool = False) -> None:
@@ -219,13 +150,6 @@ class CallCache:
             if not read_only:
                 self._add_missing_columns()
 
-    def _add_missing_columns(self) -> None:
-        """Columns a cache file made by an earlier version lacks."""
-        for table, column, kind in (("batch_failures", "error", "TEXT"),
-                                    ("batch_submissions", "answered", "INTEGER")):
-            columns = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
-            if column not in columns:
-                self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
     def get(self, key: str) -> CachedCall | None:
         with self._lock:
@@ -242,7 +166,7 @@ class CallCache:
         """Count a hit; hits are written in groups (one write per hit would cost more than
         the hit saves: a resumed batch run replays hundreds of thousands)."""
         with self._lock:
-            self._hits.append((_now(), key))
+            self._hits.append((timestamp(), key))
             if len(self._hits) < HIT_FLUSH:
                 return
         self.flush_hits()
@@ -263,139 +187,9 @@ class CallCache:
         """Store (or, on a refresh, replace) a finished call."""
         self.put_many([row])
 
-    def open_batch(self, submission: Submission, requests: list[SubmittedRequest]) -> None:
-        """Record a submitted batch and its requests, in one transaction."""
-        with self._lock:
-            self._db.execute("BEGIN")
-            try:
-                self._db.execute(
-                    "INSERT OR REPLACE INTO batch_submissions (id, kind, model, input, requests,"
-                    " state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (submission.id, submission.kind, submission.model, submission.input,
-                     submission.requests, submission.state, _now()),
-                )
-                self._db.executemany(
-                    "INSERT OR REPLACE INTO batch_requests (submission, key, request, template,"
-                    " template_hash) VALUES (?, ?, ?, ?, ?)",
-                    ((submission.id, r.key, r.request, r.template, r.template_hash)
-                     for r in requests),
-                )
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-
-    def open_batches(self, kind: str, model: str | None, state: str = "open"
-                     ) -> list[Submission]:
-        """The submissions of `kind` in `state`, of `model` (None: of every model)."""
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT id, kind, model, input, requests, state, answered FROM batch_submissions"
-                " WHERE state = ? AND kind = ? AND model = COALESCE(?, model)"
-                " ORDER BY created_at, id",
-                (state, kind, model),
-            ).fetchall()
-        return [Submission.model_validate(dict(zip(Submission.model_fields, row, strict=True)))
-                for row in rows]
-
-    def batch_keys(self, submission: str) -> set[str]:
-        """The keys of a submission's requests (without the requests, which are large)."""
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT key FROM batch_requests WHERE submission = ?", (submission,)
-            ).fetchall()
-        return {key for key, in rows}
-
-    def batch_requests(self, submission: str) -> dict[str, SubmittedRequest]:
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT key, request, template, template_hash FROM batch_requests"
-                " WHERE submission = ?", (submission,),
-            ).fetchall()
-        return {row[0]: SubmittedRequest(key=row[0], request=row[1], template=row[2],
-                                         template_hash=row[3]) for row in rows}
-
-    def batch_created(self, uploaded: str, batch_id: str) -> Submission:
-        """The batch of an "uploaded" submission exists: the submission takes its id."""
-        with self._lock:
-            self._db.execute("BEGIN")
-            self._db.execute("UPDATE batch_submissions SET id = ?, state = 'open' WHERE id = ?",
-                             (batch_id, uploaded))
-            self._db.execute("UPDATE batch_requests SET submission = ? WHERE submission = ?",
-                             (batch_id, uploaded))
-            self._db.execute("COMMIT")
-            row = self._db.execute(
-                "SELECT id, kind, model, input, requests, state, answered FROM batch_submissions"
-                " WHERE id = ?", (batch_id,),
-            ).fetchone()
-        return Submission.model_validate(dict(zip(Submission.model_fields, row, strict=True)))
-
-    def close_batch(self, submission: str, answered: int) -> None:
-        """Its answers are stored: forget its requests, keep the record of the batch and how
-        many of them it answered."""
-        with self._lock:
-            self._db.execute("BEGIN")
-            self._db.execute("UPDATE batch_submissions SET state = 'closed', closed_at = ?,"
-                             " answered = ? WHERE id = ?", (_now(), answered, submission))
-            self._db.execute("DELETE FROM batch_requests WHERE submission = ?", (submission,))
-            self._db.execute("COMMIT")
-
-    def batch_failed(self, failed: list[FailedLine]) -> dict[str, int]:
-        """Count one more round that failed each call (at least `rounds`); returns each call's
-        count. Kept here, not in the process: with batch files every round is read by another
-        command."""
-        if not failed:
-            return {}
-        with self._lock:
-            self._db.execute("BEGIN")
-            self._db.executemany(
-                "INSERT INTO batch_failures (key, rounds) VALUES (?, ?)"
-                " ON CONFLICT (key) DO UPDATE SET rounds = MAX(rounds + 1, excluded.rounds)",
-                ((f.key, f.rounds) for f in failed))
-            self._db.execute("COMMIT")
-            return {f.key: self._db.execute("SELECT rounds FROM batch_failures WHERE key = ?",
-                                            (f.key,)).fetchone()[0] for f in failed}
-
-    def batch_failed_for_good(self, errors: dict[str, str]) -> None:
-        """The error each call failed its item with, once it failed in every round it may."""
-        if not errors:
-            return
-        with self._lock:
-            self._db.execute("BEGIN")
-            self._db.executemany("UPDATE batch_failures SET error = ? WHERE key = ?",
-                                 ((error, key) for key, error in errors.items()))
-            self._db.execute("COMMIT")
-
-    def batch_failure(self, key: str) -> tuple[int, str | None] | None:
-        """(rounds that failed the call, the error it failed for good with), or None."""
-        with self._lock:
-            row = self._db.execute("SELECT rounds, error FROM batch_failures WHERE key = ?",
-                                   (key,)).fetchone()
-        return None if row is None else (row[0], row[1])
-
-    def any_batch_failure(self) -> bool:
-        with self._lock:
-            return self._db.execute("SELECT 1 FROM batch_failures LIMIT 1").fetchone() is not None
-
-    def forget_batch_failures(self, keys: list[str]) -> None:
-        """The calls were answered: a later failure starts their count afresh."""
-        with self._lock:
-            if self._db.execute("SELECT 1 FROM batch_failures LIMIT 1").fetchone() is None:
-                return  # nothing ever failed: no write per answered call
-            self._db.execute("BEGIN")
-            self._db.executemany("DELETE FROM batch_failures WHERE key = ?",
-                                 ((k,) for k in keys))
-            self._db.execute("COMMIT")
-
-    def batch_count(self, kind: str) -> int:
-        with self._lock:
-            return self._db.execute(
-                "SELECT COUNT(*) FROM batch_submissions WHERE kind = ?", (kind,)
-            ).fetchone()[0]
-
     def put_many(self, rows: list[CallRow]) -> None:
         """Store many finished calls (a batch's answers) in one transaction."""
-        now = _now()
+        now = timestamp()
         with self._lock:
             self._db.execute("BEGIN")
             try:

@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from cuqa_builder.llm.cache import CallCache, CallSample, canonical_request, request_key
-from cuqa_builder.llm.local import machine_speed
+from cuqa_builder.llm.local_registry import machine_speed
 from cuqa_builder.llm.prices import PriceTable
 from cuqa_builder.llm.settings import LLMSettings
 from cuqa_builder.llm.types import (

@@ -20,7 +20,7 @@ from typing import Annotated
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from cuqa_builder.errors import CuqaError, describe_validation_error
-from cuqa_builder.llm.local import REGISTRY
+from cuqa_builder.llm.local_registry import REGISTRY
 
 log = logging.getLogger(__name__)
 

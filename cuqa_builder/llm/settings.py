@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from cuqa_builder.llm.local import REGISTRY
+from cuqa_builder.llm.local_registry import REGISTRY
 
 DEFAULT_LOCAL_MODEL = "qwen2.5-coder-1.5b-instruct-q4_k_m"
 API_TIMEOUT_S = 120.0

@@ -125,6 +125,13 @@ class GatewayStats(BaseModel):
     batch_failed_lines: int = 0
     batch_retried_lines: int = 0
 
+    def count(self, result: ChatResult) -> None:
+        """One call answered (live or in a batch): its tokens and cost."""
+        self.calls += 1
+        self.prompt_tokens += result.prompt_tokens
+        self.completion_tokens += result.completion_tokens
+        self.cost += result.cost
+
 
 class Speed(BaseModel):
     """What a call of a model takes: seconds per prompt token and per output token, each call

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from cuqa_builder.errors import CuqaError
 from cuqa_builder.jsonio import atomic_write_text, iter_jsonl, read_jsonl, write_jsonl
-from cuqa_builder.records import Event
+from cuqa_builder.records.events import Event
 from cuqa_builder.retrieval.types import Passage
 
 PASSAGES = "passages.jsonl"

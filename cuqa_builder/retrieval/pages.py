@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cuqa_builder.records import Page
+from cuqa_builder.records.pages import Page
 from cuqa_builder.retrieval.types import Passage
 from cuqa_builder.snapshot import SnapshotError, iter_snapshot, page_kind
 from cuqa_builder.wiki.render import plain_text

@@ -12,10 +12,10 @@ from cuqa_builder.jsonio import count_records
 from cuqa_builder.llm.estimate import CallPlan, describe, one_per_model
 from cuqa_builder.llm.prices import PriceTable
 from cuqa_builder.llm.settings import LOCAL_SLOTS_MAX, resolve_settings
-from cuqa_builder.records import Event
+from cuqa_builder.records.events import Event
 from cuqa_builder.run import ARTICLES, EVENTS, LLM_CACHE, RunContext
 from cuqa_builder.snapshot import articles_dir
-from cuqa_builder.stages import generate, validate
+from cuqa_builder.stages import generate_estimate, validate_estimate
 from cuqa_builder.stages.events import (
     EventCounts,
     ParseReport,
@@ -65,7 +65,7 @@ def estimate_build(ctx: RunContext, stages: Sequence[Stage]) -> str:
         events = None if ctx.path(EVENTS).exists() else _events_in_memory(ctx, lines)
         if ctx.path(EVENTS).exists() or events is not None:
             model = settings.model or settings.local or "(no --model given)"
-            plan = generate.estimate(ctx, settings, model, events)
+            plan = generate_estimate.estimate(ctx, settings, model, events)
             planned = plan.items
             plans.append(plan)
         else:  # its candidates, and so validate's calls, are unknown too
@@ -75,7 +75,7 @@ def estimate_build(ctx: RunContext, stages: Sequence[Stage]) -> str:
                          "made for them: run --stage events (it fetches and parses, calling no "
                          "model), then estimate again")
     if "validate" in names:
-        plans += validate.estimate(ctx, planned)
+        plans += validate_estimate.estimate(ctx, planned)
     if articles := _article_requests(ctx, names):
         lines.append(articles)
     if not plans:

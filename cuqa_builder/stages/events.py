@@ -25,7 +25,9 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 from cuqa_builder.jsonio import JsonlError, atomic_write_json, iter_jsonl, read_jsonl, write_jsonl
 from cuqa_builder.ner import EntityExtractor, default_processes
-from cuqa_builder.records import Candidate, Event, Page
+from cuqa_builder.records.candidates import Candidate
+from cuqa_builder.records.events import Event
+from cuqa_builder.records.pages import Page
 from cuqa_builder.refresh import (
     RefreshReport,
     carry_ids,

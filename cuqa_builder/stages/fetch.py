@@ -21,7 +21,7 @@ from tqdm import tqdm
 
 from cuqa_builder.errors import UsageError
 from cuqa_builder.jsonio import JsonFileError, atomic_write_json, read_model
-from cuqa_builder.records import PageMeta
+from cuqa_builder.records.pages import PageMeta
 from cuqa_builder.run import MANIFEST, Manifest, RunContext
 from cuqa_builder.snapshot import (
     SnapshotError,

@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from cuqa_builder.cutoff_estimate import ProbeModelCheck
 from cuqa_builder.generation.algorithm import Made
 from cuqa_builder.generation.bridges import RENAMED
 from cuqa_builder.generation.pool_report import PoolTally
-from cuqa_builder.generation.yield_report import Reasons, item_calls
-from cuqa_builder.llm.batch.summary import describe_batches
+from cuqa_builder.generation.yield_report import Reasons, item_calls, stage_line
+from cuqa_builder.jsonio import iter_jsonl
+from cuqa_builder.llm.batch.summary import describe_batches, files_read
 from cuqa_builder.llm.estimate import CallPlan, compare
+from cuqa_builder.llm.gateway import Gateway
 from cuqa_builder.llm.types import GatewayStats
-from cuqa_builder.records import Candidate
-from cuqa_builder.run import CANDIDATES, GENERATION_FAILURES, RunContext
+from cuqa_builder.records.candidates import Candidate, GenerationFailure, PromptCall
+from cuqa_builder.run import CANDIDATES, GENERATION_FAILURES, LLM_CACHE, RunContext
+from cuqa_builder.verification.checker import ItemChecker
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -150,3 +157,43 @@ def summary_of(
     if plan is not None:
         lines.append(compare(plan, stats))
     return "\n".join(lines)
+
+
+def asked_while_composing(other: Gateway, checker: ItemChecker | None) -> str:
+    """What another model than the generator did while composing, in the summary's words."""
+    assert checker is not None  # only a checker asks other models
+    roles = [role for role, asked in (("(the checker) checked the items", checker.client),
+                                      ("(a model of the cutoff) guessed at the whole questions",
+                                       checker.guesser)) if other is asked]
+    stats = other.stats
+    return (f"{other.model} {' and '.join(roles)}: {stats.calls} calls, {stats.cache_hits} "
+            f"cache hits{describe_batches(stats)}")
+
+
+def whole_stage(ctx: RunContext, models: list[str]) -> str:
+    """The stage over every command of a --batch-files run: its records, and the batch files of
+    every model it asked. The records count a call for each item it served, the files an answer
+    for each request: when they differ, the line says by how much and why."""
+    calls = 0
+
+    def counted(records: Iterator[T], calls_of: Callable[[T], Sequence[PromptCall]]
+                ) -> Iterator[T]:
+        nonlocal calls
+        for record in records:
+            calls += len(calls_of(record))
+            yield record
+
+    records = stage_line(
+        counted(iter_jsonl(ctx.path(CANDIDATES), Candidate), item_calls),
+        counted(iter_jsonl(ctx.path(GENERATION_FAILURES), GenerationFailure),
+                lambda failure: failure.calls))
+    read = files_read(ctx.path(LLM_CACHE), models)
+    differ = ""
+    if calls > read.answered:
+        differ = (f"; the records count {calls - read.answered} calls more than the answers "
+                  "read: an answer that several items share (the same request), or that the "
+                  "cache held before the rounds, counts for each item")
+    elif calls < read.answered:
+        differ = (f"; {read.answered - calls} answers read are in no item's record (the "
+                  f"records count {calls} calls)")
+    return f"{records}; {read.describe()}{differ}"

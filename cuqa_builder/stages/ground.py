@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from cuqa_builder.grounding.articles import open_article_store
 from cuqa_builder.grounding.verdicts import Grounder
 from cuqa_builder.jsonio import read_jsonl
-from cuqa_builder.records import Candidate, Intermediates
+from cuqa_builder.records.candidates import Candidate, Intermediates
 from cuqa_builder.run import ARTICLES, CANDIDATES, RunContext
 
 

@@ -23,7 +23,7 @@ from cuqa_builder.evaluation.cutoff_probe import (
 )
 from cuqa_builder.jsonio import iter_jsonl
 from cuqa_builder.llm.gateway import Gateway, open_gateway
-from cuqa_builder.records import Event
+from cuqa_builder.records.events import Event
 from cuqa_builder.run import (
     CANDIDATES,
     EVENTS,

@@ -14,7 +14,7 @@ import re
 from datetime import date, timedelta
 from typing import Any
 
-from cuqa_builder.records import Entity, Event, EventSource, event_id
+from cuqa_builder.records.events import Entity, Event, EventSource, event_id
 from cuqa_builder.testing.openai_server import Reply, last_user_message
 
 ENTITY_POOL = (

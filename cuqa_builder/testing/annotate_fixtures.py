@@ -5,16 +5,9 @@ from __future__ import annotations
 from datetime import date
 from typing import Any
 
-from cuqa_builder.records import (
-    Candidate,
-    CheckFailure,
-    Entity,
-    EventRef,
-    GeneratorInfo,
-    Intermediates,
-    SubQuestion,
-    Validation,
-)
+from cuqa_builder.records.candidates import Candidate, CheckFailure, Intermediates, Validation
+from cuqa_builder.records.events import Entity
+from cuqa_builder.records.items import EventRef, GeneratorInfo, SubQuestion
 
 PASSED = Validation(passed=True)
 NOT_UNKNOWN = Validation(

@@ -14,7 +14,7 @@ import re
 from datetime import date
 from typing import Any
 
-from cuqa_builder.records import Event, EventSource, event_id
+from cuqa_builder.records.events import Event, EventSource, event_id
 from cuqa_builder.testing.algorithm_llm import ENTITY_POOL
 from cuqa_builder.testing.openai_server import Reply, last_user_message
 

@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from datetime import date
 from functools import cache
 
-from cuqa_builder.records import Candidate, CheckFailure, EventRef, Validation, answer_aliases
+from cuqa_builder.records.candidates import Candidate, CheckFailure, Validation
+from cuqa_builder.records.events import answer_aliases
+from cuqa_builder.records.items import EventRef
 from cuqa_builder.similarity import SIMILAR, wording_similarity
 from cuqa_builder.text import contains_answer, normalize_answer
 from cuqa_builder.validation.limits import Limits

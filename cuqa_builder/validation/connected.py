@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from cuqa_builder.llm.types import LLMError
-from cuqa_builder.records import Candidate, CheckerVerdict, CheckFailure, Validation
+from cuqa_builder.records.candidates import Candidate, CheckerVerdict, CheckFailure, Validation
 from cuqa_builder.validation.checks import CheckReport
 from cuqa_builder.validation.probes import Roles, ask_each, record_outcomes
 from cuqa_builder.verification.checker import (

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from cuqa_builder.llm.types import LLMError
 from cuqa_builder.prompts import load_prompt
-from cuqa_builder.records import Candidate, CheckFailure, CriticVerdict, Validation
+from cuqa_builder.records.candidates import Candidate, CheckFailure, CriticVerdict, Validation
 from cuqa_builder.validation.checks import CheckReport
 from cuqa_builder.validation.probes import CRITIC, Roles, ask_each, record_outcomes
 

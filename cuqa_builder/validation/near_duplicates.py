@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from cuqa_builder.records import Candidate, CheckFailure
+from cuqa_builder.records.candidates import Candidate, CheckFailure
 from cuqa_builder.similarity import SIMILAR, overlap_similarity
 from cuqa_builder.text import normalize_answer
 

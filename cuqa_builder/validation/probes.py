@@ -27,7 +27,8 @@ from cuqa_builder.judge import judge
 from cuqa_builder.llm.client import LLMClient, prompt_request
 from cuqa_builder.llm.types import BatchCallFailed, LLMError
 from cuqa_builder.prompts import load_prompt
-from cuqa_builder.records import Candidate, CheckFailure, SubQuestion, Validation
+from cuqa_builder.records.candidates import Candidate, CheckFailure, Validation
+from cuqa_builder.records.items import SubQuestion
 from cuqa_builder.text import normalize_answer
 from cuqa_builder.validation.checks import CheckReport
 from cuqa_builder.verification.answers import decided

@@ -15,7 +15,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cuqa_builder.records import Candidate, CheckFailure
+from cuqa_builder.records.candidates import Candidate, CheckFailure
 
 PER_EVENT, MAX_SHARE = "per_event", "max_share"
 SELECTION_CHECKS = (PER_EVENT, MAX_SHARE)

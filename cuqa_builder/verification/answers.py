@@ -22,7 +22,7 @@ from typing import Protocol, runtime_checkable
 
 from cuqa_builder.judge import judge_reply
 from cuqa_builder.llm.client import LLMClient
-from cuqa_builder.records import Candidate
+from cuqa_builder.records.candidates import Candidate
 from cuqa_builder.text import contains_answer, normalize_answer
 from cuqa_builder.verification.replies import Unreadable
 from cuqa_builder.verification.spelling import near_miss, same_spelling

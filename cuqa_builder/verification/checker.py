@@ -28,7 +28,7 @@ from cuqa_builder.concurrency import all_finished
 from cuqa_builder.llm.client import LLMClient, prompt_request
 from cuqa_builder.llm.types import ChatRequest, ChatResult
 from cuqa_builder.prompts import load_prompt
-from cuqa_builder.records import Candidate, CheckerKnowledge, CheckerVerdict, PromptCall
+from cuqa_builder.records.candidates import Candidate, CheckerKnowledge, CheckerVerdict, PromptCall
 from cuqa_builder.verification import DEFAULT_GUESSES_COUNTED, GUESSES_ASKED
 from cuqa_builder.verification.answers import (
     Judge,

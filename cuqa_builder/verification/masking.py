@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from cuqa_builder.records import Candidate
+from cuqa_builder.records.candidates import Candidate
 from cuqa_builder.verification.names import kind_of, names_of, substitute, without_the
 
 # The small words a noun phrase's head never ends with: a head cut before its object ("a

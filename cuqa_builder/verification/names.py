@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from cuqa_builder.records import Entity
+from cuqa_builder.records.events import Entity
 
 _POSSESSIVE = re.compile(r"['’]s$|(?<=s)['’]$")
 _PARENTHETICAL = re.compile(r"\s*\([^)]*\)$")

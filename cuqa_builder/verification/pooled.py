@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from cuqa_builder.concurrency import all_finished
 from cuqa_builder.llm.client import LLMClient, prompt_request
 from cuqa_builder.prompts import load_prompt
-from cuqa_builder.records import CheckerKnowledge, CheckerVerdict, Event, PromptCall
+from cuqa_builder.records.candidates import CheckerKnowledge, CheckerVerdict, PromptCall
+from cuqa_builder.records.events import Event
 from cuqa_builder.verification.answers import Judge, decided
 from cuqa_builder.verification.checker import (
     ANSWERED_WITH_EVENT,

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cuqa_builder.records import Page
+from cuqa_builder.records.pages import Page
 from cuqa_builder.wiki.api import ApiSession, WikiError, WikiUnreachable, log_warnings
 from cuqa_builder.wiki.matching import (
     REVISION_PARAMS,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
-from cuqa_builder.records import Page, PageMeta
+from cuqa_builder.records.pages import Page, PageMeta
 
 REVISION_PARAMS = {"prop": "revisions", "rvprop": "ids|timestamp|content", "rvslots": "main"}
 

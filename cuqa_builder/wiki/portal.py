@@ -23,7 +23,8 @@ from itertools import chain
 from mwparserfromhell.nodes import Comment, Heading, Node, Tag, Template
 from mwparserfromhell.wikicode import Wikicode
 
-from cuqa_builder.records import Event, Page
+from cuqa_builder.records.events import Event
+from cuqa_builder.records.pages import Page
 from cuqa_builder.wiki.render import NamedRefs, plain_text, render
 from cuqa_builder.wiki.rendered import Rendered
 from cuqa_builder.wiki.wikitext import (

@@ -23,7 +23,7 @@ from mwparserfromhell.nodes import (
 )
 from mwparserfromhell.wikicode import Wikicode
 
-from cuqa_builder.records import Link
+from cuqa_builder.records.events import Link
 from cuqa_builder.wiki.article_templates import article_template
 from cuqa_builder.wiki.inline_templates import inline_template
 from cuqa_builder.wiki.rendered import (

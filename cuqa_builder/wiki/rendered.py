@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from cuqa_builder.records import Link
+from cuqa_builder.records.events import Link
 
 # Where a citation sat in the text: a character no page contains, so that what editors put
 # between and around citations (", ", "and", parentheses, "(in Spanish)") goes with them.

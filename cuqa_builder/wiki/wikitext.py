@@ -16,7 +16,8 @@ from mwparserfromhell.nodes import Comment, Heading, Node, Tag, Template, Text
 from mwparserfromhell.wikicode import Wikicode
 
 from cuqa_builder.errors import CuqaError
-from cuqa_builder.records import Event, EventSource, Page, event_id
+from cuqa_builder.records.events import Event, EventSource, event_id
+from cuqa_builder.records.pages import Page
 from cuqa_builder.wiki.rendered import Rendered
 from cuqa_builder.wiki.titles import MONTHS
 

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from cuqa_builder.llm.batch.wire import InputWriter, OutputLine, line_failure
-from cuqa_builder.llm.cache import CallCache, CallRow, FailedLine, Submission, SubmittedRequest
+from cuqa_builder.llm.cache import CallCache, CallRow
+from cuqa_builder.llm.cache_batches import FailedLine, Submission, SubmittedRequest
 from cuqa_builder.llm.types import BatchCallFailed, ChatRequest, ChatResult, GatewayStats
 
 # A call that failed in every round it may have fails at once in the commands after (its step,

@@ -22,7 +22,7 @@ from cuqa_builder.llm.batch.wire import (
     decoded,
     read_output,
 )
-from cuqa_builder.llm.cache import Submission, SubmittedRequest
+from cuqa_builder.llm.cache_batches import Submission, SubmittedRequest
 from cuqa_builder.llm.types import ChatRequest
 
 _ROUND_FILE = re.compile(r"^round-(\d+)\.(?:input|output)\.jsonl$")

@@ -18,7 +18,8 @@ from cuqa_builder.llm.batch.ledger import AnswerSink, Ledger, Waiting
 from cuqa_builder.llm.batch.round_files import FileRounds, output_path
 from cuqa_builder.llm.batch.service import ApiRounds, BatchService
 from cuqa_builder.llm.batch.wire import CHAT_URL, InputWriter
-from cuqa_builder.llm.cache import CallCache, Submission
+from cuqa_builder.llm.cache import CallCache
+from cuqa_builder.llm.cache_batches import Submission
 from cuqa_builder.llm.types import (
     BatchCallFailed,
     ChatRequest,

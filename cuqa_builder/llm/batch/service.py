@@ -15,7 +15,7 @@ from tqdm import tqdm
 
 from cuqa_builder.llm.batch.ledger import Sender, Waiting
 from cuqa_builder.llm.batch.wire import OutputLine, decoded, read_output
-from cuqa_builder.llm.cache import Submission
+from cuqa_builder.llm.cache_batches import Submission
 
 log = logging.getLogger(__name__)
 
@@ -128,3 +128,14 @@ class ApiRounds(Sender):
                 for batch_id, state in states.items():
                     if not state.finished:
                         states[batch_id] = await self._service.retrieve(batch_id)
+def batch_state(batch: Any) -> BatchState:
+    counts = batch.request_counts
+    errors = (batch.errors.data or []) if batch.errors else []
+    return BatchState(
+        id=batch.id, status=batch.status, output_file_id=batch.output_file_id,
+        error_file_id=batch.error_file_id,
+        total=counts.total if counts else 0, completed=counts.completed if counts else 0,
+        failed=counts.failed if counts else 0,
+        errors=[f"{e.code or 'error'}: {e.message or ''}"
+                + (f" (line {e.line})" if e.line else "") for e in errors],
+    )
