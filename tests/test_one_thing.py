@@ -215,3 +215,14 @@ def test_the_judge_s_pairs_of_all_questions_are_asked_together_and_a_mute_one_fa
                          ("unknown_before_cutoff", "Fasher 3 (judge)")]
     assert failed[5] == [("connected", "unreadable"), ("unknown_before_cutoff", "unreadable")]
     assert not any(found for n, found in failed.items() if n not in (3, 5))
+
+
+def test_a_pooled_reply_numbered_without_q_is_read_and_a_list_inside_a_q_part_is_not_split(
+) -> None:
+    """The pooled prompts ask for "its number, a colon": "1: No" is read as Q1's line (a strong
+    model wrote the judge's replies so); where the reply has "Q" headers, a numbered line is
+    part of its question's answer."""
+    from cuqa_builder.verification.replies import sections
+    assert sections("1: No\n2: Yes\n3. No", 3) == {1: "No", 2: "Yes", 3: "No"}
+    assert sections("Q1: Paris; Lyon\n2. Nice", 2)[1] == "Paris; Lyon\n2. Nice"
+    assert sections("Q1: Paris; Lyon\n2. Nice", 2)[2].why == "no line for Q2"

@@ -343,12 +343,20 @@ def sections(reply: str, count: int, cut: bool = False) -> dict[int, str | Unrea
     return read
 
 
+# A header of the bare number ("3: No", "3. Paris; Lyon"), as the pooled prompts' "its number,
+# a colon" allows: read only in a reply with no "Q3" header, where a numbered list inside one
+# question's part cannot be taken for it.
+_BARE_SECTION = re.compile(r"^[\s*#>_-]*(\d{1,3})[*_]*\s*[:.)][*_]*\s*(.*)$")
+
+
 def _line_sections(text: str) -> dict[int, list[str]]:
     """Each question's parts, in the order of their last header (the last written, last)."""
+    lines = text.splitlines()
+    header_of = _SECTION if any(_SECTION.match(line) for line in lines) else _BARE_SECTION
     parts: dict[int, list[str]] = {}
     number: int | None = None
-    for line in text.splitlines():
-        if header := _SECTION.match(line):
+    for line in lines:
+        if header := header_of.match(line):
             number = int(header.group(1))
             parts[number] = [*parts.pop(number, []), header.group(2)]
         elif number is not None:
