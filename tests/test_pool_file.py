@@ -12,27 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from cuqa_builder.cli.build import main
 from cuqa_builder.jsonio import count_records, read_jsonl
 from cuqa_builder.records.pool import PoolRecord
 from cuqa_builder.run import load_run_info
 from cuqa_builder.testing.openai_server import ScriptedLLM
 from cuqa_builder.testing.pool_llm import PoolResponder
-
-SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "wiki-sample"
-
-
-@pytest.fixture(autouse=True)
-def _api_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-dummy")
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-
-
-def _build(out: Path, llm: ScriptedLLM, stage: str, *extra: str) -> int:
-    return main(["--cutoff", "2023-04", "--until", "2023-12-31", "--source", str(SAMPLE),
-                 "--out", str(out), "--limit", "5", "--stage", stage, "-q",
-                 "--base-url", llm.base_url, "--model", "scripted", *extra])
-
+from tests.test_connected import _api_key, _build  # noqa: F401  (_api_key: an autouse fixture)
 
 _DESCRIBED_LINE = re.compile(r"^B(\d+): The subject of news item (\w+), part (\d+), of (.+)\.$",
                              re.MULTILINE)
