@@ -82,7 +82,7 @@ def test_wiki_passages_are_the_leads_of_articles_at_the_cutoff(
         <= {"Select"}
     # the submersible and the Wagner Group events: no article served for their entities
     assert len(items) == 4
-    assert "(2 without an entity that had an article at the cutoff skipped)" in \
+    assert "2 skipped (without an entity that had an article at the cutoff)" in \
         capsys.readouterr().out
     # three calls an item (no KnownEventsGen), and no checker
     assert llm.calls == 3 * len(items)

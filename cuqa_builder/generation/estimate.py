@@ -41,6 +41,8 @@ from cuqa_builder.verification.checker import CALL_NAMES
 from cuqa_builder.verification.pooled import (
     GUESS_MANY_TEMPLATE,
     GUESSES_PER_REQUEST,
+    JUDGE_MANY_TEMPLATE,
+    JUDGED_PER_REQUEST,
     OPEN_BOOK_MANY_TEMPLATE,
     OPEN_BOOKS_PER_REQUEST,
 )
@@ -49,7 +51,8 @@ from cuqa_builder.verification.pooled import (
 # a "detailed passage" (its max_tokens is 384).
 QUESTION_TOKENS = 30
 PASSAGE_TOKENS = 300
-GUESS_TOKENS, OPEN_BOOK_TOKENS = 25, 20  # five short guesses; three short lines
+# five short guesses; three short lines; a judge's "Q1: No"
+GUESS_TOKENS, OPEN_BOOK_TOKENS, JUDGE_TOKENS = 25, 20, 3
 # Dependent steps: (unknown question + passage), known question, merge.
 EASY_ROUNDS = 3
 MIN_EVENTS = 5  # records of fewer events say little about a step's repairs
@@ -205,6 +208,7 @@ def _plan_connected(plan: CallPlan, events: Iterable[Event],
     count = 0
     facts_step = KNOWN_FACTS if known_source == "wiki" else KNOWN_FACTS_MODEL
     guess, open_book = load_prompt(GUESS_MANY_TEMPLATE), load_prompt(OPEN_BOOK_MANY_TEMPLATE)
+    judge = load_prompt(JUDGE_MANY_TEMPLATE)
     question = "x" * plan.calibration.chars(QUESTION_TOKENS)
     passage = "x" * plan.calibration.chars(PASSAGE_TOKENS)
     for event in events:
@@ -233,17 +237,25 @@ def _plan_connected(plan: CallPlan, events: Iterable[Event],
             _ask_checker(plan, open_book, "checker: with the event", OPEN_BOOK_TOKENS,
                          _check_times(rates, OPEN_BOOK_MANY_TEMPLATE, pool_size),
                          questions="\n\n".join([block] * OPEN_BOOKS_PER_REQUEST), cutoff="")
+            pair = f"Q1. Question: {question}\nPrediction: {question}\nGround-truth Answer: x"
+            _ask_checker(plan, judge, "checker: judge", JUDGE_TOKENS * JUDGED_PER_REQUEST,
+                         _check_times(rates, JUDGE_MANY_TEMPLATE, pool_size),
+                         tasks="\n\n".join([pair] * JUDGED_PER_REQUEST))
     return count
 
 
 def _check_times(rates: StepRates | None, template: str, pool_size: int) -> float:
     """A pooled check's requests per event, the questions of many events dealt across them:
     the guesses twice (masked, whole) for `pool_size` questions, the open book for one
-    survivor. Measured by a pilot's records when there are some."""
-    if rates is None:
-        return (2.0 * pool_size / GUESSES_PER_REQUEST if template == GUESS_MANY_TEMPLATE
-                else 1.0 / OPEN_BOOKS_PER_REQUEST)
-    return rates.times(CALL_NAMES[template])
+    survivor, the judge for that survivor's six counted guesses (the second look). Measured by
+    a pilot's records when there are some."""
+    if rates is not None:
+        return rates.times(CALL_NAMES[template])
+    if template == GUESS_MANY_TEMPLATE:
+        return 2.0 * pool_size / GUESSES_PER_REQUEST
+    if template == JUDGE_MANY_TEMPLATE:
+        return 6.0 / JUDGED_PER_REQUEST
+    return 1.0 / OPEN_BOOKS_PER_REQUEST
 
 
 def _ask_checker(plan: CallPlan, template: PromptTemplate, label: str, expected: int,
