@@ -130,22 +130,18 @@ _Reading = Callable[[Judge], Awaitable[list[CheckerVerdict]]]
 _Pair = tuple[str, str, tuple[str, ...]]  # the question, what was said, the answer's names
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Collecting:
-    """Records each pair a check would ask the judge, and whose question asked it first; it
-    answers No meanwhile, so that every pair a reading could need is asked."""
+    """A judge that records each pair a reading would ask, and whose question asked it first
+    (`owners`, shared by the readings of one check); it answers No meanwhile, so that every
+    pair the reading could need is recorded."""
 
-    owners: dict[_Pair, str] = field(default_factory=dict)
+    owners: dict[_Pair, str]
+    key: str
 
-    def of(self, key: str) -> Judge:
-        collecting = self
-
-        class _Asking:
-            async def same(self, question: str, said: str, names: Sequence[str]) -> bool:
-                collecting.owners.setdefault((question, said, tuple(names)), key)
-                return False
-
-        return _Asking()
+    async def same(self, question: str, said: str, names: Sequence[str]) -> bool:
+        self.owners.setdefault((question, said, tuple(names)), self.key)
+        return False
 
 
 @dataclass(frozen=True)
@@ -259,10 +255,10 @@ class PooledChecker(Checking):
                                                deal(questions, self.seed, size))):
             found.add(sent)
             readings.update(read)
-        collecting = _Collecting()
+        owners: dict[_Pair, str] = {}
         for key, reading in readings.items():
-            await reading(collecting.of(key))
-        judged = _Judged(await self._judge(collecting.owners, found))
+            await reading(_Collecting(owners, key))
+        judged = _Judged(await self._judge(owners, found))
         for key, reading in readings.items():
             found.verdicts[key] = await reading(judged)
         return found
