@@ -214,6 +214,18 @@ def test_the_estimate_counts_the_repairs_a_pilot_measured(
     assert abs(_totals(estimate)[0] - spent) <= 0.25 * spent, (estimate, spent)
 
 
+
+def _measured_local_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                          seconds_per_output_token: float) -> str:
+    """The small embedded model, with five timed calls recorded (0.01 s a prompt token)."""
+    monkeypatch.setenv("CUQA_MODELS_DIR", str(tmp_path / "models"))
+    model = "smollm2-135m-instruct-q4_1"
+    measured = SpeedSums()
+    for prompt, output in ((300, 10), (70, 3), (900, 40), (250, 120), (600, 8)):
+        measured.add(prompt, output, 0.01 * prompt + seconds_per_output_token * output)
+    record_speed(model, measured)
+    return model
+
 def test_a_speed_fit_recovers_the_seconds_per_token() -> None:
     sums = SpeedSums()
     for prompt, output in ((300, 10), (70, 3), (120, 6), (900, 40), (250, 120)):
@@ -235,12 +247,7 @@ def test_the_embedded_model_s_time_comes_from_its_speed_on_this_machine(
     """`cuqa-eval --estimate` on the embedded model, before its run's cache knows it: the time
     is the calls' tokens at the speed its earlier runs measured here (prompt tokens count: a
     call of 1,000 prompt tokens is 10 s at 100 tokens/s), not a flat default."""
-    monkeypatch.setenv("CUQA_MODELS_DIR", str(tmp_path / "models"))
-    model = "smollm2-135m-instruct-q4_1"
-    measured = SpeedSums()
-    for prompt, output in ((300, 10), (70, 3), (900, 40), (250, 120), (600, 8)):
-        measured.add(prompt, output, 0.01 * prompt + 0.4 * output)
-    record_speed(model, measured)
+    model = _measured_local_model(tmp_path, monkeypatch, 0.4)
     data = _questions(tmp_path, 6)
     assert evaluate(["--data", str(data), "--method", "direct", "--out", str(tmp_path / "e"),
                      "--llm", f"local:{model}", "--concurrency", "1", "--estimate"]) == 0
@@ -339,12 +346,7 @@ def test_the_quick_start_s_estimate_names_its_model_once(
     """The embedded model composes from structure (no call) and then checks: one table for
     it, not a line "0 calls, 0 min: nothing to ask" beside it, and no "0 output tokens/s" for
     a model slower than one token a second (issue 40, item 6)."""
-    monkeypatch.setenv("CUQA_MODELS_DIR", str(tmp_path / "models"))
-    model = "smollm2-135m-instruct-q4_1"
-    measured = SpeedSums()
-    for prompt, output in ((300, 10), (70, 3), (900, 40), (250, 120), (600, 8)):
-        measured.add(prompt, output, 0.01 * prompt + 1.6 * output)
-    record_speed(model, measured)
+    model = _measured_local_model(tmp_path, monkeypatch, 1.6)
     assert build(["--cutoff", "2023-04", "--until", "2023-12-31", "--source", str(SAMPLE),
                   "--out", str(tmp_path / "run"), "--llm", f"local:{model}",
                   "--estimate"]) == 0
